@@ -1,0 +1,3 @@
+module github.com/qualbox/qualbox/driver
+
+go 1.26

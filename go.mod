@@ -1,0 +1,3 @@
+module github.com/qualbox/qualbox
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/qualbox/qualbox/profiles
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/qualbox/qualbox/qualify
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/qualbox/qualbox/sandboxapi
+
+go 1.26

@@ -1,0 +1,52 @@
+package sandboxapi
+
+// Bounds the seed (SANDBOX_LIMITS in @agen-ai/sandbox policy/limits.js) names
+// but does not show. Each value is qualbox's choice; the reasons are next to
+// them. Byte bounds count UTF-8 bytes.
+const (
+	// MaxIdentityBytes bounds identities (backend IDs, revisions, operation,
+	// sandbox and process IDs, resource names, environment variable names).
+	// Docker object names are far longer in practice; 128 keeps labels and
+	// recovery records small.
+	MaxIdentityBytes = 128
+	// MaxNamespaceBytes bounds a caller namespace. It is hashed into resource
+	// names, so its length never reaches Docker.
+	MaxNamespaceBytes = 64
+	// MaxPathBytes bounds a guest path (Linux PATH_MAX).
+	MaxPathBytes = 4096
+	// MaxArgs bounds the number of process arguments.
+	MaxArgs = 4096
+	// MaxEnvEntries bounds explicit process environment entries.
+	MaxEnvEntries = 256
+	// MaxEnvValueBytes bounds one environment value.
+	MaxEnvValueBytes = 32 * 1024
+	// MaxRecipeBytes bounds one argument and the JSON encoding of the whole
+	// process spec. Linux's ARG_MAX default is 2 MiB; 256 KiB leaves the
+	// Engine's exec create body small.
+	MaxRecipeBytes = 256 * 1024
+	// MaxRecoveryBytes bounds a serialized recovery record. Four resources
+	// with 128-byte identities and 71-byte digests stay under 4 KiB; the
+	// bound leaves room without admitting arbitrary blobs.
+	MaxRecoveryBytes = 16 * 1024
+	// MaxTransferChunkBytes bounds transfers.chunkBytes.
+	MaxTransferChunkBytes = 8 * 1024 * 1024
+	// MaxMetadataBatchBytes bounds transfers.metadataBatchBytes.
+	MaxMetadataBatchBytes = 64 * 1024 * 1024
+	// MaxMetadataMergeFanIn bounds transfers.metadataMergeFanIn.
+	MaxMetadataMergeFanIn = 1024
+	// MaxBufferedInputBytes bounds streams.maxBufferedInputBytes.
+	MaxBufferedInputBytes = 64 * 1024 * 1024
+	// MaxBufferedOutputBytes bounds streams.maxBufferedOutputBytes.
+	MaxBufferedOutputBytes = 64 * 1024 * 1024
+	// MaxHighWaterMarkBytes bounds streams.highWaterMarkBytes; the Docker
+	// backend stages at most one such chunk per raw output channel (seed
+	// README "Execution and files": at most 64 KiB each).
+	MaxHighWaterMarkBytes = 64 * 1024
+	// MaxStartupMs bounds deadlines.startupMs (one hour).
+	MaxStartupMs = 60 * 60 * 1000
+	// MaxCleanupMs bounds deadlines.cleanupMs (one hour).
+	MaxCleanupMs = 60 * 60 * 1000
+	// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the seed's
+	// ceiling for every positive integer field.
+	MaxSafeInteger = 1<<53 - 1
+)
