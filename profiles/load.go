@@ -1,0 +1,82 @@
+package profiles
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+)
+
+//go:embed profiles/*.yaml
+var documents embed.FS
+
+const dir = "profiles"
+
+// UnknownProfileError reports a profile name with no embedded document.
+type UnknownProfileError struct {
+	// Name is the requested profile name.
+	Name string
+	// Known lists the embedded profile names, sorted.
+	Known []string
+}
+
+var _ error = (*UnknownProfileError)(nil)
+
+func (e *UnknownProfileError) Error() string {
+	return fmt.Sprintf("profiles: unknown profile %q (known: %s)", e.Name, strings.Join(e.Known, ", "))
+}
+
+// Names returns the names of the embedded profiles, sorted.
+func Names() []string {
+	entries, err := fs.ReadDir(documents, dir)
+	if err != nil {
+		panic(fmt.Sprintf("profiles: embedded directory: %v", err)) // The embed pattern guarantees it.
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && !e.IsDir() {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Load decodes and validates the embedded profile name, for example
+// "linux-x64". It returns *UnknownProfileError when no such profile is
+// embedded and *InvalidProfileError when its document is malformed.
+func Load(name string) (Profile, error) {
+	if !slices.Contains(Names(), name) {
+		return Profile{}, &UnknownProfileError{Name: name, Known: Names()}
+	}
+	data, err := documents.ReadFile(path.Join(dir, name+".yaml"))
+	if err != nil {
+		return Profile{}, fmt.Errorf("profiles: %w", err)
+	}
+	return parse(name, data)
+}
+
+// All loads every embedded profile in Names order. It returns the first
+// *InvalidProfileError, or an error when two profiles share a
+// BackendRevision.
+func All() ([]Profile, error) {
+	var all []Profile
+	owner := map[string]string{}
+	for _, name := range Names() {
+		p, err := Load(name)
+		if err != nil {
+			return nil, err
+		}
+		if other, dup := owner[p.BackendRevision]; dup {
+			return nil, &InvalidProfileError{File: name + ".yaml", Issues: []Issue{{
+				Field:   "backendRevision",
+				Problem: fmt.Sprintf("%q is also the revision of %s.yaml", p.BackendRevision, other),
+			}}}
+		}
+		owner[p.BackendRevision] = name
+		all = append(all, p)
+	}
+	return all, nil
+}

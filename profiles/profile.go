@@ -1,0 +1,176 @@
+// Package profiles holds qualbox's platform profiles as data.
+//
+// A profile is a closed, explicit composition of controller, Docker Engine
+// daemon, guest image, cgroup, AppArmor and seccomp expectations that the
+// driver's admission (seed policy/preflight.js) and the qualification harness
+// check against a real Engine. It implements the profile table of the seed
+// README section "Execution and files" (seed policy/profiles.js) and adds
+// profiles for hosts the seed did not qualify.
+//
+// Each profile is one YAML document in profiles/<name>.yaml, embedded in the
+// binary, decoded strictly (unknown, missing or mistyped fields are errors
+// that name the file and the field path) and validated. Nothing here detects
+// or picks a profile: callers name one explicitly.
+package profiles
+
+// Profile is one validated platform profile. Field names follow the YAML
+// document (shown in backquotes); every field is required unless its comment
+// says otherwise.
+type Profile struct {
+	// Name is the profile's name, equal to its file name without ".yaml"
+	// (`name`), for example "linux-x64".
+	Name string
+	// BackendRevision is the driver revision bound into recovery records
+	// (`backendRevision`), "engine-<min API>-v<N>-<name>", for example
+	// "engine-1.52-v4-linux-x64" (seed README "Cleanup-only recovery").
+	// Revisions are unique across profiles.
+	BackendRevision string
+	// Controller is the platform of the process that talks to the Engine
+	// (`controller`), in GOOS/GOARCH terms.
+	Controller Platform
+	// Daemon is what the Engine's /version and /info must report (`daemon`).
+	Daemon Daemon
+	// Image is the workload image's platform (`image`), checked against the
+	// image inspect's Os ("linux") and Architecture.
+	Image Image
+	// Cgroup is the Engine's cgroup hierarchy (`cgroup`).
+	Cgroup Cgroup
+	// AppArmor is the AppArmor expectation (`appArmor`).
+	AppArmor AppArmor
+	// Seccomp lists the accepted seccomp security options (`seccomp`).
+	Seccomp Seccomp
+	// Datasets is what shared read-only datasets additionally require
+	// (`datasets`, seed README "Shared read-only datasets"). It applies only
+	// when a caller attaches at least one dataset.
+	Datasets DatasetRequirements
+	// Qualification records whether qualbox evidence exists for the profile
+	// (`qualification`).
+	Qualification Qualification
+}
+
+// Platform is an operating system and CPU architecture in Go's GOOS/GOARCH
+// vocabulary ("linux", "darwin"; "amd64", "arm64").
+type Platform struct {
+	// OS is the GOOS value (`os`).
+	OS string
+	// Architecture is the GOARCH value (`architecture`).
+	Architecture string
+}
+
+// Daemon is the expected Docker Engine daemon (seed preflight.js verifyDaemon).
+type Daemon struct {
+	// Architecture is the required /version Arch (`architecture`), "amd64" or
+	// "arm64". /version Os must be "linux" for every profile.
+	Architecture string
+	// InfoArchitectures lists the accepted /info Architecture values
+	// (`infoArchitectures`), for example ["amd64", "x86_64"]; it includes
+	// Architecture.
+	InfoArchitectures []string
+	// MinAPIVersion is the lowest Engine API version the profile admits
+	// (`minAPIVersion`), "1.<minor>": /version ApiVersion must be at least
+	// this and MinAPIVersion at most this.
+	MinAPIVersion string
+	// Desktop reports whether the daemon is Docker Desktop (`desktop`).
+	Desktop bool
+	// OperatingSystem is the /info OperatingSystem value Desktop requires
+	// (`operatingSystem`), exactly "Docker Desktop" when Desktop is true and
+	// absent (empty) otherwise; a non-Desktop profile rejects
+	// "Docker Desktop".
+	OperatingSystem string
+}
+
+// DesktopOperatingSystem is the /info OperatingSystem of Docker Desktop.
+const DesktopOperatingSystem = "Docker Desktop"
+
+// Image is the expected workload image platform (seed preflight.js
+// verifyImage).
+type Image struct {
+	// Architecture is the required image inspect Architecture
+	// (`architecture`), "amd64" or "arm64"; Os is always "linux".
+	Architecture string
+}
+
+// Cgroup is the expected cgroup hierarchy as /info reports it.
+type Cgroup struct {
+	// Version is the /info CgroupVersion (`version`), 1 or 2.
+	Version int
+	// Driver is the /info CgroupDriver (`driver`), "systemd" or "cgroupfs".
+	Driver string
+	// Namespace says how private cgroup namespaces are established
+	// (`namespace`).
+	Namespace CgroupNamespace
+}
+
+// CgroupNamespace says how a profile establishes the private cgroup
+// namespace every seed profile requires.
+type CgroupNamespace struct {
+	// SecurityOption requires "name=cgroupns" in /info SecurityOptions
+	// (`securityOption`). cgroup v1 daemons never report it, so it must be
+	// false for cgroup version 1.
+	SecurityOption bool
+	// PerContainerReadback requires each container to be created with
+	// HostConfig.CgroupnsMode "private" and read back as such
+	// (`perContainerReadback`). It must be true: no profile admits a shared
+	// cgroup namespace.
+	PerContainerReadback bool
+}
+
+// AppArmor is the AppArmor expectation.
+type AppArmor struct {
+	// Daemon is "enabled" ("name=apparmor" must be in /info
+	// SecurityOptions) or "absent" (it must not be) (`daemon`).
+	Daemon string
+	// WorkloadProfile is the running container's AppArmorProfile
+	// (`workloadProfile`): non-empty, for example "docker-default", when
+	// Daemon is "enabled", and "" when it is "absent".
+	WorkloadProfile string
+}
+
+// AppArmor daemon expectations.
+const (
+	AppArmorEnabled = "enabled"
+	AppArmorAbsent  = "absent"
+)
+
+// Seccomp lists the accepted seccomp security options.
+type Seccomp struct {
+	// SecurityOptions are the /info SecurityOptions entries of which at
+	// least one must be present (`securityOptions`), each
+	// "name=seccomp,profile=<default profile name>". Engines before 25
+	// report "profile=default", later ones "profile=builtin"; both mean the
+	// Engine's built-in default profile.
+	SecurityOptions []string
+}
+
+// DatasetRequirements is what shared read-only dataset attachments require
+// beyond the execution profile (seed README "Shared read-only datasets").
+type DatasetRequirements struct {
+	// MinEngineVersion is the lowest stable /version Version,
+	// "<major>.<minor>.<patch>" (`minEngineVersion`), for example "29.1.4".
+	MinEngineVersion string
+	// MinAPIVersion is the lowest Engine API version with the needed
+	// `type: image` mounts (`minAPIVersion`), at least "1.48".
+	MinAPIVersion string
+	// StorageDriver is the required /info Driver (`storageDriver`), for
+	// example "overlayfs".
+	StorageDriver string
+	// DriverType is the required value of the single "driver-type" entry in
+	// /info DriverStatus (`driverType`), for example
+	// "io.containerd.snapshotter.v1".
+	DriverType string
+}
+
+// Qualification is a profile's qualification state in qualbox.
+type Qualification struct {
+	// Status is "pending" (no committed qualbox campaign report) or
+	// "qualified" (`status`).
+	Status string
+	// Note says what evidence exists or is missing (`note`), free text.
+	Note string
+}
+
+// Qualification statuses.
+const (
+	StatusPending   = "pending"
+	StatusQualified = "qualified"
+)
