@@ -1,3 +1,9 @@
 module github.com/qualbox/qualbox/sandboxapi
 
 go 1.26
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	gotest.tools/v3 v3.5.2 // indirect
+)
