@@ -3,7 +3,6 @@ module github.com/qualbox/qualbox/sandboxapi
 go 1.26
 
 require (
-	github.com/google/go-cmp v0.7.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	gotest.tools/v3 v3.5.2 // indirect
+	github.com/google/go-cmp v0.7.0
+	gotest.tools/v3 v3.5.2
 )
