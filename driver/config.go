@@ -1,0 +1,166 @@
+// Package driver is qualbox's Docker Engine sandbox backend: it runs one
+// untrusted process per sandbox under an explicit isolation policy, reads
+// every resource back and compares it with the request, and cleans up exactly
+// the resources it created (seed @agen-ai/sandbox-docker README "Execution
+// and files").
+//
+// Construction and Reserve are synchronous and inert; Engine effects start at
+// Reservation.Start, after admission of the selected profile. The endpoint is
+// an explicit Unix socket: no DOCKER_HOST, no Docker context, no credentials,
+// no pulls, no builds.
+package driver
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+
+	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// User is the workload's numeric identity. Both IDs are in 1..262143, the
+// range tar ownership fields carry portably (seed README).
+type User struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// MaxArchiveID is the highest UID or GID the backend admits.
+const MaxArchiveID = 262143
+
+// Dataset is a borrowed read-only image attached at /datasets/<Name>
+// (seed README "Shared read-only datasets").
+type Dataset struct {
+	// Name is unique and matches ^[a-z][a-z0-9-]{0,62}$.
+	Name string `json:"name"`
+	// ImageID is the exact local image ID, "sha256:<64 hex>".
+	ImageID string `json:"imageDigest"`
+	// Subpath is an optional canonical relative path inside the image.
+	Subpath string `json:"subpath,omitempty"`
+}
+
+// MaxDatasets bounds dataset attachments (seed MAX_DATASET_ATTACHMENTS).
+const MaxDatasets = 32
+
+// Config selects the Engine, profile, image and identity of a Backend.
+type Config struct {
+	// Profile is the explicit platform profile name (profiles.Names()).
+	Profile string
+	// Endpoint is the Engine's Unix socket, "unix:///abs/path" or "/abs/path".
+	Endpoint string
+	// Namespace separates this application's sandboxes (sandboxapi.Namespace).
+	Namespace string
+	// SpillDirectory is a canonical absolute directory owned by the caller,
+	// used for transfer metadata spill files.
+	SpillDirectory string
+	// ImageID is the exact local workload image ID, "sha256:<64 hex>".
+	ImageID string
+	// User is the workload's non-root identity.
+	User User
+	// Datasets are optional borrowed read-only images.
+	Datasets []Dataset
+}
+
+var (
+	imageIDPattern     = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	datasetNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+)
+
+// ConfigError reports an invalid Config field. Field is the Config field
+// name, for example "ImageID".
+type ConfigError struct {
+	Field   string
+	Message string
+}
+
+func (e *ConfigError) Error() string {
+	return "driver: config " + e.Field + ": " + e.Message
+}
+
+// validate checks every field without touching the Engine or the spill
+// directory's contents (construction is inert); it resolves the profile.
+func (c *Config) validate() (profiles.Profile, sandboxapi.Namespace, string, error) {
+	prof, err := profiles.Load(c.Profile)
+	if err != nil {
+		return profiles.Profile{}, "", "", &ConfigError{Field: "Profile", Message: err.Error()}
+	}
+	socket, err := socketPath(c.Endpoint)
+	if err != nil {
+		return prof, "", "", &ConfigError{Field: "Endpoint", Message: err.Error()}
+	}
+	ns, err := sandboxapi.ParseNamespace(c.Namespace)
+	if err != nil {
+		return prof, "", "", &ConfigError{Field: "Namespace", Message: err.Error()}
+	}
+	if !filepath.IsAbs(c.SpillDirectory) || filepath.Clean(c.SpillDirectory) != c.SpillDirectory {
+		return prof, "", "", &ConfigError{Field: "SpillDirectory", Message: fmt.Sprintf("%q must be a canonical absolute path", c.SpillDirectory)}
+	}
+	if !imageIDPattern.MatchString(c.ImageID) {
+		return prof, "", "", &ConfigError{Field: "ImageID", Message: fmt.Sprintf("%q must be an exact image ID sha256:<64 lowercase hex>", c.ImageID)}
+	}
+	if c.User.UID < 1 || c.User.UID > MaxArchiveID {
+		return prof, "", "", &ConfigError{Field: "User.UID", Message: fmt.Sprintf("%d must be in 1..%d", c.User.UID, MaxArchiveID)}
+	}
+	if c.User.GID < 1 || c.User.GID > MaxArchiveID {
+		return prof, "", "", &ConfigError{Field: "User.GID", Message: fmt.Sprintf("%d must be in 1..%d", c.User.GID, MaxArchiveID)}
+	}
+	if len(c.Datasets) > MaxDatasets {
+		return prof, "", "", &ConfigError{Field: "Datasets", Message: fmt.Sprintf("%d attachments exceed the maximum of %d", len(c.Datasets), MaxDatasets)}
+	}
+	seen := map[string]bool{}
+	for i, d := range c.Datasets {
+		field := fmt.Sprintf("Datasets[%d]", i)
+		if !datasetNamePattern.MatchString(d.Name) {
+			return prof, "", "", &ConfigError{Field: field + ".Name", Message: fmt.Sprintf("%q must match %s", d.Name, datasetNamePattern)}
+		}
+		if seen[d.Name] {
+			return prof, "", "", &ConfigError{Field: field + ".Name", Message: fmt.Sprintf("%q is not unique", d.Name)}
+		}
+		seen[d.Name] = true
+		if !imageIDPattern.MatchString(d.ImageID) {
+			return prof, "", "", &ConfigError{Field: field + ".ImageID", Message: fmt.Sprintf("%q must be an exact image ID", d.ImageID)}
+		}
+		if d.Subpath != "" && (len(d.Subpath) > 1024 || strings.HasPrefix(d.Subpath, "/") || filepath.Clean(d.Subpath) != d.Subpath || d.Subpath == "." || strings.HasPrefix(d.Subpath, "..") || strings.ContainsRune(d.Subpath, 0)) {
+			return prof, "", "", &ConfigError{Field: field + ".Subpath", Message: fmt.Sprintf("%q must be a canonical relative path", d.Subpath)}
+		}
+	}
+	return prof, ns, socket, nil
+}
+
+// checkController rejects a controller whose OS/architecture differs from
+// the profile's (seed assertDockerController).
+func checkController(prof profiles.Profile) error {
+	if runtime.GOOS != prof.Controller.OS || runtime.GOARCH != prof.Controller.Architecture {
+		return &sandboxapi.UnsupportedError{Message: fmt.Sprintf("profile %s requires a %s/%s controller, this one is %s/%s",
+			prof.Name, prof.Controller.OS, prof.Controller.Architecture, runtime.GOOS, runtime.GOARCH)}
+	}
+	return nil
+}
+
+// checkSpillDirectory verifies the caller-owned spill directory at startup:
+// it exists, is a directory, is canonical (no symlink on the way) and is
+// owned by this process's user.
+func checkSpillDirectory(dir string) error {
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return &sandboxapi.UnsupportedError{Message: "spill directory " + dir + " is not usable", Err: err}
+	}
+	if resolved != dir {
+		return &sandboxapi.UnsupportedError{Message: fmt.Sprintf("spill directory %s resolves to %s; give its canonical path", dir, resolved)}
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return &sandboxapi.UnsupportedError{Message: "spill directory " + dir + " is not usable", Err: err}
+	}
+	if !st.IsDir() {
+		return &sandboxapi.UnsupportedError{Message: "spill directory " + dir + " is not a directory"}
+	}
+	if uid, ok := fileOwner(st); ok && uid != uint32(os.Geteuid()) {
+		return &sandboxapi.UnsupportedError{Message: fmt.Sprintf("spill directory %s is owned by uid %d, not by this controller (uid %d)", dir, uid, os.Geteuid())}
+	}
+	return nil
+}

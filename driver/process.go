@@ -1,0 +1,357 @@
+package driver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// ReserveProcess validates spec and reserves the sandbox's one process
+// (seed DockerProcessOwner constructor). It is synchronous and inert. An
+// invalid spec is a *sandboxapi.ValidationError; a HOME, TMPDIR or PATH
+// different from the fixed environment is a *sandboxapi.UnsupportedError; a
+// second reservation or a stopped sandbox is a *sandboxapi.StateError.
+func (s *sandbox) ReserveProcess(spec sandboxapi.ProcessSpec) (sandboxapi.ProcessReservation, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	fixed := fixedEnvironmentMap()
+	for name, want := range fixed {
+		if got, ok := spec.Env[name]; ok && got != want {
+			return nil, &sandboxapi.UnsupportedError{Message: fmt.Sprintf("env %s=%q conflicts with the fixed %s=%q", name, got, name, want)}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return nil, &sandboxapi.StateError{Message: "sandbox is not started"}
+	}
+	if s.proc != nil {
+		return nil, &sandboxapi.StateError{Message: "the sandbox's one process is already reserved"}
+	}
+	if s.record.Phase != sandboxapi.PhaseRunning {
+		return nil, &sandboxapi.StateError{Message: "sandbox compute is " + string(s.record.Phase)}
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	p := &process{
+		s:        s,
+		spec:     spec,
+		id:       sandboxapi.ProcessID("docker-process-" + hex.EncodeToString(b[:])),
+		stopping: make(chan struct{}),
+		exitCh:   make(chan struct{}),
+	}
+	s.proc = p
+	return p, nil
+}
+
+// process is the sandbox's one exec (seed DockerProcessOwner).
+type process struct {
+	s    *sandbox
+	spec sandboxapi.ProcessSpec
+	id   sandboxapi.ProcessID
+
+	mu        sync.Mutex
+	entered   bool
+	stopOnce  sync.Once
+	stopping  chan struct{}
+	conn      net.Conn
+	owned     *sandboxapi.OwnedStreams
+	deadline  *time.Timer
+	workers   sync.WaitGroup
+	startDone chan struct{}
+
+	exitOnce sync.Once
+	exitCh   chan struct{}
+	exit     sandboxapi.Exit
+}
+
+var _ sandboxapi.ProcessReservation = (*process)(nil)
+
+// ID returns the process ID.
+func (p *process) ID() sandboxapi.ProcessID { return p.id }
+
+// Stop stops the whole sandbox's compute (stopScope "sandbox").
+func (p *process) Stop(ctx context.Context) error { return p.s.Stop(ctx) }
+
+// Start creates and attaches the exec as the workload user with the fixed
+// environment, no TTY and separate stdout/stderr, then owns its streams
+// under policy.streams. It is once-only and bounded by deadlines.startupMs.
+// With policy.execution deadline, the timer starts here and its expiry stops
+// the whole sandbox.
+func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
+	p.mu.Lock()
+	if p.entered {
+		p.mu.Unlock()
+		return nil, &sandboxapi.StateError{Message: "process start is once-only"}
+	}
+	p.entered = true
+	p.startDone = make(chan struct{})
+	p.mu.Unlock()
+	defer close(p.startDone)
+	select {
+	case <-p.stopping:
+		return nil, &sandboxapi.StateError{Message: "sandbox compute is stopping"}
+	default:
+	}
+	s := p.s
+	policy := s.policy
+	if policy.Execution.Kind == sandboxapi.ExecutionDeadline {
+		timeout := time.Duration(policy.Execution.TimeoutMs) * time.Millisecond
+		p.mu.Lock()
+		p.deadline = time.AfterFunc(timeout, func() {
+			p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDeadlineExceeded, Message: fmt.Sprintf("execution deadline of %v expired", timeout)})
+		})
+		p.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(policy))
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	eng, err := s.b.engine()
+	if err != nil {
+		return nil, err
+	}
+	compute, _ := s.resource(sandboxapi.RoleCompute)
+	if compute.Identity.Kind != sandboxapi.IdentityIdentified {
+		return nil, &sandboxapi.StateError{Message: "sandbox compute is not identified"}
+	}
+	containerID := compute.Identity.ID
+	created, err := eng.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
+		User:         fmt.Sprintf("%d:%d", s.b.cfg.User.UID, s.b.cfg.User.GID),
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          processEnv(p.spec.Env),
+		WorkingDir:   p.spec.Cwd,
+		Cmd:          append([]string{p.spec.Executable}, p.spec.Args...),
+	})
+	if err != nil {
+		return nil, engineFailure(err, "create exec in %s", containerID)
+	}
+	att, err := eng.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, engineFailure(err, "attach exec %s", created.ID)
+	}
+	select {
+	case <-p.stopping:
+		att.Close()
+		return nil, &sandboxapi.OperationError{Code: sandboxapi.CodeCancelled, Message: "process attached after sandbox shutdown entered"}
+	default:
+	}
+	stdoutR, stdoutW := io.Pipe()
+	stderrR, stderrW := io.Pipe()
+	p.mu.Lock()
+	p.conn = att.Conn
+	p.mu.Unlock()
+	p.workers.Add(2)
+	go func() {
+		defer p.workers.Done()
+		err := demux(att.Reader, stdoutW, stderrW)
+		if err == nil {
+			stdoutW.Close()
+			stderrW.Close()
+			return
+		}
+		stdoutW.CloseWithError(err)
+		stderrW.CloseWithError(err)
+	}()
+	go func() {
+		defer p.workers.Done()
+		p.monitor(eng, created.ID, containerID)
+	}()
+	raw := sandboxapi.RawStreams{
+		Stdin:  &stdinConn{conn: att.Conn},
+		Stdout: stdoutR,
+		Stderr: stderrR,
+		Wait:   p.wait,
+	}
+	owned := sandboxapi.OwnStreams(raw, policy.Streams, p.fail)
+	p.mu.Lock()
+	p.owned = owned
+	p.mu.Unlock()
+	return owned, nil
+}
+
+// processEnv is the fixed environment followed by the spec's other entries
+// in name order.
+func processEnv(extra map[string]string) []string {
+	env := append([]string(nil), FixedEnvironment...)
+	fixed := fixedEnvironmentMap()
+	names := make([]string, 0, len(extra))
+	for k := range extra {
+		if _, ok := fixed[k]; !ok {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// stdinConn is the raw stdin: writes go to the hijacked connection, Close
+// half-closes it so the process reads EOF while output keeps flowing.
+type stdinConn struct {
+	conn net.Conn
+}
+
+func (c *stdinConn) Write(p []byte) (int, error) { return c.conn.Write(p) }
+
+func (c *stdinConn) Close() error {
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.conn.Close()
+}
+
+// execInspect is the part of GET /exec/{id}/json the monitor needs, with
+// ExitCode nullable: the moby client maps null to 0, which would turn a
+// pending exec into a successful one.
+type execInspect struct {
+	ID          string `json:"ID"`
+	ContainerID string `json:"ContainerID"`
+	Running     bool   `json:"Running"`
+	ExitCode    *int   `json:"ExitCode"`
+}
+
+// monitor polls exec inspect until the leader's exit code is observed (seed
+// monitor). A non-running exec with a null exit code stays pending. Once
+// stop began, observations are discarded: the receipt becomes
+// unavailable{sandbox_stopped}, never the 137 the removal causes.
+func (p *process) monitor(eng *engine, execID, containerID string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	delay := 5 * time.Millisecond
+	for {
+		var out execInspect
+		rctx, rcancel := context.WithTimeout(ctx, p.s.b.cleanupTimeout(p.s.policy))
+		status, err := eng.getJSON(rctx, "/exec/"+execID+"/json", &out)
+		rcancel()
+		select {
+		case <-p.stopping:
+			return
+		default:
+		}
+		switch {
+		case err != nil:
+			p.fail(engineFailure(err, "inspect exec %s", execID))
+			return
+		case status == 404:
+			p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "Engine lost the owned exec " + execID + " before sandbox removal"})
+			return
+		case out.ID != execID || out.ContainerID != containerID:
+			p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: fmt.Sprintf("exec inspection %s/%s differs from the owned exec %s/%s", out.ID, out.ContainerID, execID, containerID)})
+			return
+		case !out.Running && out.ExitCode != nil:
+			if *out.ExitCode < 0 || *out.ExitCode > 255 {
+				p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: fmt.Sprintf("exec %s reported exit code %d", execID, *out.ExitCode)})
+				return
+			}
+			p.setExit(sandboxapi.Exited(*out.ExitCode))
+			return
+		}
+		select {
+		case <-p.stopping:
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+func (p *process) setExit(e sandboxapi.Exit) {
+	p.exitOnce.Do(func() {
+		p.exit = e
+		close(p.exitCh)
+		p.mu.Lock()
+		if p.deadline != nil {
+			p.deadline.Stop()
+		}
+		p.mu.Unlock()
+	})
+}
+
+func (p *process) wait(ctx context.Context) (sandboxapi.Exit, error) {
+	select {
+	case <-p.exitCh:
+		return p.exit, nil
+	case <-ctx.Done():
+		return sandboxapi.Exit{}, sandboxapi.FromContext(ctx.Err(), "wait for process exit")
+	}
+}
+
+// fail stops the whole sandbox: abandonment, malformed framing, overflow, a
+// lost exec or the execution deadline (seed fail).
+func (p *process) fail(err error) {
+	p.mu.Lock()
+	owned := p.owned
+	p.mu.Unlock()
+	if owned != nil {
+		owned.Close(err)
+	}
+	select {
+	case <-p.stopping:
+		return // stop is already under way
+	default:
+	}
+	go func() {
+		ctx, cancel := p.s.cleanupContext(context.Background())
+		defer cancel()
+		_ = p.s.Stop(ctx)
+	}()
+}
+
+// closeAdmission refuses further starts and discards later exec
+// observations; stop calls it before removing compute.
+func (p *process) closeAdmission() {
+	p.stopOnce.Do(func() { close(p.stopping) })
+}
+
+// computeStopped settles the process after compute removal: an unobserved
+// exit becomes unavailable{sandbox_stopped}, the connection closes and the
+// workers are joined.
+func (p *process) computeStopped() {
+	p.closeAdmission()
+	p.setExit(sandboxapi.Unavailable())
+	p.mu.Lock()
+	started := p.startDone
+	p.mu.Unlock()
+	if started != nil {
+		<-started
+	}
+	p.mu.Lock()
+	conn, owned := p.conn, p.owned
+	p.mu.Unlock()
+	if owned != nil {
+		owned.Close(&sandboxapi.OperationError{Code: sandboxapi.CodeStreamFailure, Message: "sandbox compute stopped"})
+	}
+	if conn != nil {
+		conn.Close()
+	}
+	p.workers.Wait()
+}

@@ -1,0 +1,581 @@
+package driver
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// sandbox is one reserved, then started, sandbox. It implements
+// sandboxapi.Reservation, sandboxapi.Sandbox and sandboxapi.CleanupOwner
+// (seed resources/owner.js DockerResourceOwner).
+type sandbox struct {
+	b       *Backend
+	policy  sandboxapi.Policy
+	persist sandboxapi.PersistFunc
+
+	// ckMu serializes checkpoints so persisted records are totally ordered.
+	ckMu sync.Mutex
+
+	mu          sync.Mutex
+	record      sandboxapi.RecoveryRecord
+	startCalled bool
+	startCancel context.CancelFunc
+	startDone   chan struct{}
+	started     bool
+	effective   sandboxapi.EffectivePolicy
+	daemonID    string
+	proc        *process
+	// dispatched marks roles whose create was sent with an unknown outcome.
+	dispatched map[sandboxapi.Role]bool
+	// cleanupMu serializes Stop and Destroy.
+	cleanupMu sync.Mutex
+}
+
+var (
+	_ sandboxapi.Reservation = (*sandbox)(nil)
+	_ sandboxapi.Sandbox     = (*sandbox)(nil)
+)
+
+func newSandbox(b *Backend, policy sandboxapi.Policy, persist sandboxapi.PersistFunc, record sandboxapi.RecoveryRecord) *sandbox {
+	return &sandbox{b: b, policy: policy, persist: persist, record: record, dispatched: map[sandboxapi.Role]bool{}}
+}
+
+// ID returns the sandbox ID, "docker-<operation UUID>".
+func (s *sandbox) ID() sandboxapi.SandboxID { return s.record.SandboxID }
+
+// RecoveryRecord returns a copy of the latest recovery record.
+func (s *sandbox) RecoveryRecord() sandboxapi.RecoveryRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.record.Clone()
+}
+
+// Effective returns the policy read back from the started compute container.
+func (s *sandbox) Effective() sandboxapi.EffectivePolicy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effective
+}
+
+// Workspace returns "/workspace/work".
+func (s *sandbox) Workspace() string { return WorkPath }
+
+// Policy returns the normalized policy the sandbox was reserved with.
+func (s *sandbox) Policy() sandboxapi.Policy { return s.policy }
+
+// ResourceIDs returns the Engine IDs of identified resources by role.
+func (s *sandbox) ResourceIDs() map[sandboxapi.Role]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[sandboxapi.Role]string{}
+	for _, r := range s.record.Resources {
+		if r.Identity.Kind == sandboxapi.IdentityIdentified {
+			out[r.Role] = r.Identity.ID
+		}
+	}
+	return out
+}
+
+func (s *sandbox) resource(role sandboxapi.Role) (sandboxapi.RecoveryResource, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.record.Resources {
+		if r.Role == role {
+			return r, true
+		}
+	}
+	return sandboxapi.RecoveryResource{}, false
+}
+
+// checkpoint applies mutate to a copy of the record, validates it, persists
+// it through the caller's persist function and only then makes it current.
+// Callers checkpoint before each effect the record must cover.
+func (s *sandbox) checkpoint(ctx context.Context, mutate func(*sandboxapi.RecoveryRecord)) error {
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	s.mu.Lock()
+	next := s.record.Clone()
+	s.mu.Unlock()
+	mutate(&next)
+	if err := next.Validate(); err != nil {
+		return fmt.Errorf("driver: internal recovery record is invalid: %w", err)
+	}
+	if s.persist != nil {
+		if err := s.persist(ctx, next.Clone()); err != nil {
+			return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "persist recovery record", Err: err}
+		}
+	}
+	s.mu.Lock()
+	s.record = next
+	s.mu.Unlock()
+	return nil
+}
+
+func setIdentity(role sandboxapi.Role, id sandboxapi.ResourceIdentity) func(*sandboxapi.RecoveryRecord) {
+	return func(r *sandboxapi.RecoveryRecord) {
+		for i := range r.Resources {
+			if r.Resources[i].Role == role {
+				r.Resources[i].Identity = id
+			}
+		}
+	}
+}
+
+func setPhase(p sandboxapi.Phase) func(*sandboxapi.RecoveryRecord) {
+	return func(r *sandboxapi.RecoveryRecord) { r.Phase = p }
+}
+
+// Start admits the Engine and acquires the sandbox's resources (seed
+// DockerResourceOwner.start). It is bounded by deadlines.startupMs and ctx.
+// On failure it cleans up what it acquired and returns the original error
+// (a *sandboxapi.CleanupError if cleanup failed too).
+func (s *sandbox) Start(ctx context.Context) (sandboxapi.Sandbox, error) {
+	s.mu.Lock()
+	if s.startCalled {
+		s.mu.Unlock()
+		return nil, &sandboxapi.StateError{Message: "sandbox start is once-only"}
+	}
+	s.startCalled = true
+	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(s.policy))
+	s.startCancel = cancel
+	s.startDone = make(chan struct{})
+	s.mu.Unlock()
+
+	err := s.acquire(ctx)
+	cancel()
+	if err == nil {
+		s.mu.Lock()
+		s.started = true
+		s.mu.Unlock()
+		close(s.startDone)
+		return s, nil
+	}
+	close(s.startDone)
+	err = sandboxapi.FromContext(err, "sandbox startup")
+	cctx, ccancel := s.cleanupContext(context.WithoutCancel(ctx))
+	defer ccancel()
+	if cerr := s.destroy(cctx); cerr != nil {
+		return nil, &sandboxapi.CleanupError{Original: err, Err: cerr}
+	}
+	return nil, err
+}
+
+func (s *sandbox) cleanupContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, s.b.cleanupTimeout(s.policy))
+}
+
+func (s *sandbox) acquire(ctx context.Context) error {
+	b := s.b
+	if err := checkController(b.profile); err != nil {
+		return err
+	}
+	if err := checkSpillDirectory(b.cfg.SpillDirectory); err != nil {
+		return err
+	}
+	eng, err := b.engine()
+	if err != nil {
+		return err
+	}
+	adm, err := admit(ctx, eng, b.profile, &b.cfg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.daemonID = adm.Engine.DaemonID
+	s.mu.Unlock()
+	if err := s.checkpoint(ctx, func(r *sandboxapi.RecoveryRecord) {
+		r.Phase = sandboxapi.PhaseStarting
+		r.Authority = sandboxapi.Authority{Kind: sandboxapi.AuthorityVerified, BackendIdentity: adm.Engine.DaemonID}
+	}); err != nil {
+		return err
+	}
+	record := s.RecoveryRecord()
+	storage, _ := s.resource(sandboxapi.RoleStorage)
+	if _, err := s.create(ctx, eng, sandboxapi.RoleStorage, func(ctx context.Context) (string, error) {
+		res, err := eng.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: storage.Name, Driver: "local", Labels: resourceLabels(record, sandboxapi.RoleStorage)})
+		return res.Volume.Name, err
+	}); err != nil {
+		return err
+	}
+	networkID := ""
+	if res, ok := s.resource(sandboxapi.RoleNetwork); ok {
+		f := false
+		networkID, err = s.create(ctx, eng, sandboxapi.RoleNetwork, func(ctx context.Context) (string, error) {
+			out, err := eng.cli.NetworkCreate(ctx, res.Name, client.NetworkCreateOptions{
+				Driver: "bridge", Scope: "local", EnableIPv6: &f, Labels: resourceLabels(record, sandboxapi.RoleNetwork),
+			})
+			return out.ID, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	platform := &ocispec.Platform{OS: "linux", Architecture: b.profile.Image.Architecture}
+	var computeID string
+	for _, role := range []sandboxapi.Role{sandboxapi.RoleCompute, sandboxapi.RoleExport} {
+		res, _ := s.resource(role)
+		spec := b.workloadSpec(record, s.policy, role, storage.Name, networkID)
+		id, err := s.create(ctx, eng, role, func(ctx context.Context) (string, error) {
+			out, err := eng.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+				Name: res.Name, Config: spec.config, HostConfig: spec.host,
+				NetworkingConfig: &network.NetworkingConfig{}, Platform: platform,
+			})
+			if err == nil && len(out.Warnings) > 0 {
+				return out.ID, &sandboxapi.UnsupportedError{Message: fmt.Sprintf("Engine warned on %s container create: %q", role, out.Warnings)}
+			}
+			return out.ID, err
+		})
+		if err != nil {
+			return err
+		}
+		in, err := s.inspectOwned(ctx, eng, role)
+		if err != nil {
+			return err
+		}
+		if err := b.verifyContainer(*in.container, record, s.policy, role, storage.Name, networkID, false); err != nil {
+			return err
+		}
+		if role == sandboxapi.RoleCompute {
+			computeID = id
+		}
+	}
+	if err := s.prepareWork(ctx, eng, computeID); err != nil {
+		return err
+	}
+	if _, err := eng.cli.ContainerStart(ctx, computeID, client.ContainerStartOptions{}); err != nil {
+		return engineFailure(err, "start compute container %s", computeID)
+	}
+	in, err := s.inspectOwned(ctx, eng, sandboxapi.RoleCompute)
+	if err != nil {
+		return err
+	}
+	if err := b.verifyContainer(*in.container, record, s.policy, sandboxapi.RoleCompute, storage.Name, networkID, true); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.effective = effectiveFrom(adm.Engine.DaemonID, *in.container, s.policy)
+	s.mu.Unlock()
+	if err := s.effective.Validate(); err != nil {
+		return fmt.Errorf("driver: effective policy: %w", err)
+	}
+	return s.checkpoint(ctx, setPhase(sandboxapi.PhaseRunning))
+}
+
+// create acquires one resource: checkpoint "creating", dispatch, inspect,
+// verify ownership, checkpoint "identified". A create the Engine answered
+// with an error did not happen and reverts to "planned"; a create whose
+// outcome is unknown (transport failure, deadline) stays "creating".
+func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role, do func(context.Context) (string, error)) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := s.checkpoint(ctx, setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityCreating})); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		// Not dispatched: the original owner knows it and can say so.
+		if rerr := s.checkpoint(context.WithoutCancel(ctx), setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityPlanned})); rerr != nil {
+			return "", errors.Join(err, rerr)
+		}
+		return "", err
+	}
+	s.mu.Lock()
+	s.dispatched[role] = true
+	s.mu.Unlock()
+	id, err := do(ctx)
+	if err != nil {
+		var unsupported *sandboxapi.UnsupportedError
+		if errors.As(err, &unsupported) {
+			return "", err // created with warnings: keep "creating" so cleanup identifies and removes it
+		}
+		if engineAnswered(err) {
+			s.mu.Lock()
+			delete(s.dispatched, role)
+			s.mu.Unlock()
+			if rerr := s.checkpoint(context.WithoutCancel(ctx), setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityPlanned})); rerr != nil {
+				return "", errors.Join(engineFailure(err, "create %s", role), rerr)
+			}
+		}
+		return "", engineFailure(err, "create %s resource", role)
+	}
+	in, err := s.inspectOwnedRef(ctx, eng, role, id)
+	if err != nil {
+		return "", err
+	}
+	if in.id != id {
+		return "", &sandboxapi.StateError{Message: fmt.Sprintf("%s create returned %s but inspection found %s", role, id, in.id)}
+	}
+	if err := s.checkpoint(ctx, setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityIdentified, ID: in.id, Fingerprint: in.fingerprint})); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	delete(s.dispatched, role)
+	s.mu.Unlock()
+	return in.id, nil
+}
+
+// engineAnswered reports whether err carries an Engine HTTP reply that
+// rejected the request (so the effect did not happen).
+func engineAnswered(err error) bool {
+	return cerrdefs.IsConflict(err) || cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotFound(err) ||
+		cerrdefs.IsPermissionDenied(err) || cerrdefs.IsFailedPrecondition(err) || cerrdefs.IsNotImplemented(err)
+}
+
+// inspectOwned inspects the identified resource of role and checks that it
+// is exactly the owned one.
+func (s *sandbox) inspectOwned(ctx context.Context, eng *engine, role sandboxapi.Role) (*inspection, error) {
+	res, _ := s.resource(role)
+	return s.inspectOwnedRef(ctx, eng, role, res.Identity.ID)
+}
+
+func (s *sandbox) inspectOwnedRef(ctx context.Context, eng *engine, role sandboxapi.Role, ref string) (*inspection, error) {
+	res, _ := s.resource(role)
+	in, err := inspectResource(ctx, eng, role, ref)
+	if err != nil {
+		return nil, err
+	}
+	if in == nil {
+		return nil, &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: fmt.Sprintf("%s resource %s vanished", role, ref)}
+	}
+	if err := checkOwned(in, s.RecoveryRecord(), res); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// prepareWork creates /workspace/work owned by the workload through the
+// archive endpoint: the volume root and a Docker-created WorkingDir are
+// owned by root, and the workload has no capability to fix that.
+func (s *sandbox) prepareWork(ctx context.Context, eng *engine, computeID string) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeDir, Name: "work/", Mode: 0o755,
+		Uid: int(s.b.cfg.User.UID), Gid: int(s.b.cfg.User.GID), ModTime: time.Unix(0, 0), Format: tar.FormatPAX,
+	}); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if _, err := eng.cli.CopyToContainer(ctx, computeID, client.CopyToContainerOptions{
+		DestinationPath: WorkspacePath, Content: &buf,
+	}); err != nil {
+		return engineFailure(err, "prepare %s in compute container %s", WorkPath, computeID)
+	}
+	return nil
+}
+
+func effectiveFrom(daemonID string, c container.InspectResponse, policy sandboxapi.Policy) sandboxapi.EffectivePolicy {
+	h := c.HostConfig
+	pids := int64(0)
+	if h.PidsLimit != nil {
+		pids = *h.PidsLimit
+	}
+	return sandboxapi.EffectivePolicy{
+		BackendIdentity: daemonID,
+		Isolation:       sandboxapi.IsolationContainer,
+		Resources: sandboxapi.Resources{
+			CPUs: float64(h.NanoCPUs) / 1e9, MemoryBytes: h.Memory, PIDs: pids,
+		},
+		// verifyContainer compared the tmpfs options byte for byte.
+		TemporaryStorage:   policy.TemporaryStorage,
+		Network:            policy.Network,
+		NonRoot:            c.Config.User != "" && c.Config.User != "0" && c.Config.User != "root",
+		ReadOnlyRoot:       h.ReadonlyRootfs,
+		WorkspaceDiskQuota: sandboxapi.WorkspaceDiskQuota{Kind: sandboxapi.QuotaNotRequested},
+	}
+}
+
+// joinStart cancels a Start in progress and waits for it to settle, so
+// cleanup never races an acquisition.
+func (s *sandbox) joinStart() {
+	s.mu.Lock()
+	cancel, done := s.startCancel, s.startDone
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	select {
+	case <-done:
+	default:
+		cancel()
+		<-done
+	}
+}
+
+// Stop force-removes the exact compute container; volume and accessor stay
+// (seed stop). It is bounded by deadlines.cleanupMs and ctx, and retryable.
+func (s *sandbox) Stop(ctx context.Context) error {
+	s.joinStart()
+	ctx, cancel := s.cleanupContext(ctx)
+	defer cancel()
+	s.cleanupMu.Lock()
+	defer s.cleanupMu.Unlock()
+	return s.stopLocked(ctx)
+}
+
+// Destroy removes compute, export accessor, volume and network by exact ID
+// (seed destroy). It can be retried after a partial failure.
+func (s *sandbox) Destroy(ctx context.Context) error {
+	s.joinStart()
+	ctx, cancel := s.cleanupContext(ctx)
+	defer cancel()
+	return s.destroy(ctx)
+}
+
+func (s *sandbox) destroy(ctx context.Context) error {
+	s.cleanupMu.Lock()
+	defer s.cleanupMu.Unlock()
+	if s.untouched() {
+		return nil
+	}
+	if err := s.stopLocked(ctx); err != nil {
+		return err
+	}
+	if err := s.checkpoint(ctx, setPhase(sandboxapi.PhaseDestroying)); err != nil {
+		return err
+	}
+	var errs []error
+	for _, role := range []sandboxapi.Role{sandboxapi.RoleExport, sandboxapi.RoleStorage, sandboxapi.RoleNetwork} {
+		if _, ok := s.resource(role); !ok {
+			continue
+		}
+		if err := s.removeRole(ctx, role); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return s.checkpoint(ctx, setPhase(sandboxapi.PhaseDestroyed))
+}
+
+// untouched reports whether no resource operation was ever entered: every
+// resource planned and authority unverified. Cleanup is then a no-op.
+func (s *sandbox) untouched() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.record.Resources {
+		if r.Identity.Kind != sandboxapi.IdentityPlanned {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *sandbox) stopLocked(ctx context.Context) error {
+	if s.untouched() {
+		return nil
+	}
+	s.mu.Lock()
+	proc := s.proc
+	phase := s.record.Phase
+	s.mu.Unlock()
+	if proc != nil {
+		proc.closeAdmission()
+	}
+	if phase != sandboxapi.PhaseStopped && phase != sandboxapi.PhaseDestroying && phase != sandboxapi.PhaseDestroyed {
+		if err := s.checkpoint(ctx, setPhase(sandboxapi.PhaseStopping)); err != nil {
+			return err
+		}
+	}
+	if err := s.removeRole(ctx, sandboxapi.RoleCompute); err != nil {
+		return err
+	}
+	if proc != nil {
+		proc.computeStopped()
+	}
+	if phase == sandboxapi.PhaseDestroying || phase == sandboxapi.PhaseDestroyed {
+		return nil
+	}
+	return s.checkpoint(ctx, setPhase(sandboxapi.PhaseStopped))
+}
+
+// removeRole removes the resource of role by its exact identity. A planned
+// resource was never created. A creating resource is identified by its
+// exact planned name and labels first (and that identification is
+// checkpointed); if the name is absent its outcome stays uncertain.
+func (s *sandbox) removeRole(ctx context.Context, role sandboxapi.Role) error {
+	eng, err := s.b.engine()
+	if err != nil {
+		return err
+	}
+	if err := s.verifyDaemon(ctx, eng); err != nil {
+		return err
+	}
+	res, _ := s.resource(role)
+	switch res.Identity.Kind {
+	case sandboxapi.IdentityPlanned:
+		return nil
+	case sandboxapi.IdentityCreating:
+		in, err := inspectResource(ctx, eng, role, res.Name)
+		if err != nil {
+			return err
+		}
+		if in == nil {
+			s.mu.Lock()
+			dispatched := s.dispatched[role]
+			s.mu.Unlock()
+			if err := s.checkpoint(ctx, setPhase(sandboxapi.PhaseUncertain)); err != nil {
+				return err
+			}
+			return &UncertainError{Role: role, Name: res.Name, Dispatched: dispatched}
+		}
+		if err := checkOwned(in, s.RecoveryRecord(), res); err != nil {
+			return err
+		}
+		if err := s.checkpoint(ctx, setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityIdentified, ID: in.id, Fingerprint: in.fingerprint})); err != nil {
+			return err
+		}
+		res, _ = s.resource(role)
+	}
+	return removeByID(ctx, eng, role, res.Identity.ID)
+}
+
+// verifyDaemon repeats the daemon identity check before a cleanup effect: a
+// different daemon keeps cleanup ownership but is never acted on.
+func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
+	rec := s.RecoveryRecord()
+	if rec.Authority.Kind != sandboxapi.AuthorityVerified {
+		return nil
+	}
+	info, err := eng.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return engineFailure(err, "verify Engine identity before cleanup")
+	}
+	if info.Info.ID != rec.Authority.BackendIdentity {
+		return &sandboxapi.StateError{Message: fmt.Sprintf("Engine at %s is daemon %q, the record's resources belong to %q", eng.socket, info.Info.ID, rec.Authority.BackendIdentity)}
+	}
+	return nil
+}
+
+// UncertainError reports a resource whose create was dispatched (or
+// recovered as "creating") but whose exact name is absent: the create may
+// still land, so ownership is retained and cleanup can be retried.
+type UncertainError struct {
+	Role       sandboxapi.Role
+	Name       string
+	Dispatched bool
+}
+
+func (e *UncertainError) Error() string {
+	return fmt.Sprintf("driver: %s resource %s: create outcome unknown and the name is absent; retry cleanup once the previous operation is quiescent", e.Role, e.Name)
+}
+
+func (e *UncertainError) Unwrap() error {
+	return &sandboxapi.StateError{Message: "resource acquisition outcome is uncertain"}
+}
