@@ -26,26 +26,26 @@ type Check struct {
 // EngineFacts is what admission read from the Engine: the tuple a
 // qualification report records.
 type EngineFacts struct {
-	DaemonID         string     `json:"daemonId"`
-	Version          string     `json:"version"`
-	APIVersion       string     `json:"apiVersion"`
-	MinAPIVersion    string     `json:"minApiVersion"`
-	GitCommit        string     `json:"gitCommit"`
-	Os               string     `json:"os"`
-	Arch             string     `json:"arch"`
-	KernelVersion    string     `json:"kernelVersion"`
-	OperatingSystem  string     `json:"operatingSystem"`
-	OSType           string     `json:"osType"`
-	Architecture     string     `json:"architecture"`
-	CgroupVersion    string     `json:"cgroupVersion"`
-	CgroupDriver     string     `json:"cgroupDriver"`
-	SecurityOptions  []string   `json:"securityOptions"`
-	StorageDriver    string     `json:"storageDriver"`
+	DaemonID         string      `json:"daemonId"`
+	Version          string      `json:"version"`
+	APIVersion       string      `json:"apiVersion"`
+	MinAPIVersion    string      `json:"minApiVersion"`
+	GitCommit        string      `json:"gitCommit"`
+	Os               string      `json:"os"`
+	Arch             string      `json:"arch"`
+	KernelVersion    string      `json:"kernelVersion"`
+	OperatingSystem  string      `json:"operatingSystem"`
+	OSType           string      `json:"osType"`
+	Architecture     string      `json:"architecture"`
+	CgroupVersion    string      `json:"cgroupVersion"`
+	CgroupDriver     string      `json:"cgroupDriver"`
+	SecurityOptions  []string    `json:"securityOptions"`
+	StorageDriver    string      `json:"storageDriver"`
 	DriverStatus     [][2]string `json:"driverStatus"`
-	ContainerdCommit string     `json:"containerdCommit"`
-	RuncCommit       string     `json:"runcCommit"`
-	Components       []string   `json:"components"`
-	Warnings         []string   `json:"warnings"`
+	ContainerdCommit string      `json:"containerdCommit"`
+	RuncCommit       string      `json:"runcCommit"`
+	Components       []string    `json:"components"`
+	Warnings         []string    `json:"warnings"`
 }
 
 // ImageFacts is what admission read from the workload image.
@@ -103,7 +103,9 @@ func (c *checker) add(name, want, got string, ok bool) {
 	c.checks = append(c.checks, Check{Name: name, Want: want, Got: got, OK: ok})
 }
 
-func (c *checker) equal(name, want, got string) { c.add(name, strconv.Quote(want), strconv.Quote(got), want == got) }
+func (c *checker) equal(name, want, got string) {
+	c.add(name, strconv.Quote(want), strconv.Quote(got), want == got)
+}
 
 func (c *checker) flag(name string, got bool) {
 	c.add(name, "true", strconv.FormatBool(got), got)
@@ -143,14 +145,6 @@ func versionAtLeast(got, min [3]int) bool {
 	return true
 }
 
-var fixedEnvironmentOrder = func() map[string]int {
-	m := map[string]int{}
-	for i, kv := range FixedEnvironment {
-		k, _, _ := strings.Cut(kv, "=")
-		m[k] = i
-	}
-	return m
-}()
 
 // admit runs every admission check of prof against the Engine and image. It
 // returns the Admission (always, when the Engine answered) and an
