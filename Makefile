@@ -1,0 +1,32 @@
+# qualbox: see README.md. Every target that needs a Docker Engine brings one
+# up first (scripts/engine.sh, lane A of shared/ENGINES.md).
+GO      ?= go
+PKGS    := github.com/qualbox/qualbox/...
+MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
+
+.PHONY: test qualify engine engine-down bench lint
+
+engine:
+	@scripts/engine.sh up
+
+engine-down:
+	@scripts/engine.sh down
+
+## test: vet and test every module, including the tests that need the real Engine.
+test: engine
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 60m $(PKGS)
+
+## qualify: build the guest image, run $(MANIFEST) against the real Engine, write reports/runs/<timestamp>/.
+qualify: engine
+	$(GO) run ./cmd/qualify run --manifest $(MANIFEST) $(if $(OUT),--output $(OUT))
+
+## bench: driver benchmarks; each prints its ratio against a reference measured in the same run.
+bench: engine
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./driver/...
+
+## lint: formatting, vet and staticcheck across the workspace.
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
