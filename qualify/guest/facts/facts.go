@@ -1,0 +1,185 @@
+// Package facts defines the JSON the qualbox guest probe prints (seed README
+// "Execution and files": the workload isolation profile as the kernel sees
+// it) and parses the kernel files the probe reads: /proc/self/status,
+// /proc/self/mountinfo and the cgroup v1/v2 interface files.
+//
+// The parsers are pure functions over recorded bytes so that the host-side
+// harness, the probe and the tests share them.
+package facts
+
+// Schema identifies the Facts JSON layout.
+const Schema = "qualbox.probe.facts.v1"
+
+// Facts is the probe's `facts` output: one JSON object on one line.
+type Facts struct {
+	// Schema is always [Schema].
+	Schema string `json:"schema"`
+	// Identity is the process's user and group identity.
+	Identity Identity `json:"identity"`
+	// Status holds capability sets and confinement from /proc/self/status.
+	Status Status `json:"status"`
+	// Mounts describes, per probed path in order ("/", "/tmp",
+	// "/home/sandbox", "/workspace"), the mount that covers it.
+	Mounts []Mount `json:"mounts"`
+	// Interfaces lists the network interfaces visible to the process.
+	Interfaces []Interface `json:"interfaces"`
+	// Cgroup holds the resource limits visible inside the sandbox.
+	Cgroup Cgroup `json:"cgroup"`
+	// ProcSelfCgroup is /proc/self/cgroup verbatim.
+	ProcSelfCgroup string `json:"procSelfCgroup"`
+	// PID1Cmdline is /proc/1/cmdline split at NUL bytes; null when it cannot
+	// be read.
+	PID1Cmdline []string `json:"pid1Cmdline"`
+	// Hostname is the UTS hostname.
+	Hostname string `json:"hostname"`
+	// RootWrite is the outcome of creating a file directly under "/";
+	// a read-only root reports OK false and Errno "EROFS".
+	RootWrite Outcome `json:"rootWrite"`
+	// Errors lists facts that could not be gathered, "<what>: <error>".
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Identity is the process's identity as the kernel reports it.
+type Identity struct {
+	UID    int   `json:"uid"`
+	GID    int   `json:"gid"`
+	EUID   int   `json:"euid"`
+	EGID   int   `json:"egid"`
+	Groups []int `json:"groups"`
+}
+
+// Status holds the confinement fields of /proc/self/status. Capability sets
+// are the kernel's 16-digit lowercase hexadecimal masks, for example
+// "0000000000000000" when all capabilities are dropped.
+type Status struct {
+	CapInh string `json:"capInh"`
+	CapPrm string `json:"capPrm"`
+	CapEff string `json:"capEff"`
+	CapBnd string `json:"capBnd"`
+	CapAmb string `json:"capAmb"`
+	// NoNewPrivs is 1 when no_new_privs is set.
+	NoNewPrivs int `json:"noNewPrivs"`
+	// Seccomp is the seccomp mode: 0 disabled, 1 strict, 2 filter.
+	Seccomp int `json:"seccomp"`
+	// SeccompFilters is the number of attached filters; -1 when the kernel
+	// does not report it (before Linux 5.9).
+	SeccompFilters int `json:"seccompFilters"`
+}
+
+// Mount is the mount covering one probed path, from /proc/self/mountinfo.
+type Mount struct {
+	// Path is the probed path.
+	Path string `json:"path"`
+	// Found is false when no mount covers Path (then the other fields are
+	// empty).
+	Found bool `json:"found"`
+	// MountPoint is the covering mount point: Path itself or its nearest
+	// mounted ancestor.
+	MountPoint string `json:"mountPoint,omitempty"`
+	// FSType is the filesystem type, for example "tmpfs" or "overlay".
+	FSType string `json:"fsType,omitempty"`
+	// Source is the mount source.
+	Source string `json:"source,omitempty"`
+	// MountOptions are the per-mount options ("ro", "nosuid", ...).
+	MountOptions []string `json:"mountOptions,omitempty"`
+	// SuperOptions are the per-superblock options ("size=65536k", ...).
+	SuperOptions []string `json:"superOptions,omitempty"`
+	// ReadOnly is true when either option list has "ro".
+	ReadOnly bool `json:"readOnly"`
+	NoSuid   bool `json:"nosuid"`
+	NoDev    bool `json:"nodev"`
+	NoExec   bool `json:"noexec"`
+	// Size, Mode, UID and GID are the super options of that name as the
+	// kernel prints them ("65536k", "700", "65534"); empty when absent.
+	Size string `json:"size,omitempty"`
+	Mode string `json:"mode,omitempty"`
+	UID  string `json:"uid,omitempty"`
+	GID  string `json:"gid,omitempty"`
+	// SizeBytes is Size in bytes; 0 when Size is empty or not a number.
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+}
+
+// Interface is one network interface.
+type Interface struct {
+	Name string `json:"name"`
+	// Flags is Go's net.Flags text, for example "up|loopback|running".
+	Flags string `json:"flags"`
+	// Addrs are the interface addresses in CIDR form.
+	Addrs []string `json:"addrs"`
+}
+
+// Cgroup holds the limits visible inside the sandbox's cgroup. A nil limit
+// means unlimited ("max", -1, or the v1 page-counter maximum) or unreadable;
+// Files tells which.
+type Cgroup struct {
+	// Version is 1 or 2; 0 when no cgroup filesystem is visible.
+	Version int `json:"version"`
+	// MemoryLimitBytes is memory.limit_in_bytes (v1) or memory.max (v2).
+	MemoryLimitBytes *int64 `json:"memoryLimitBytes"`
+	// MemoryAndSwapLimitBytes is memory.memsw.limit_in_bytes (v1), or
+	// memory.max plus memory.swap.max (v2) when both are finite.
+	MemoryAndSwapLimitBytes *int64 `json:"memoryAndSwapLimitBytes"`
+	// SwapLimitBytes is memory.swap.max (v2), or memsw minus memory (v1).
+	SwapLimitBytes *int64 `json:"swapLimitBytes"`
+	// PidsMax is pids.max.
+	PidsMax *int64 `json:"pidsMax"`
+	// CPUQuotaMicros and CPUPeriodMicros are cpu.cfs_quota_us and
+	// cpu.cfs_period_us (v1) or the two fields of cpu.max (v2), in
+	// microseconds.
+	CPUQuotaMicros  *int64 `json:"cpuQuotaMicros"`
+	CPUPeriodMicros *int64 `json:"cpuPeriodMicros"`
+	// Files maps each interface file read, relative to /sys/fs/cgroup, to
+	// its trimmed content, or to "error: ..." when it could not be read.
+	Files map[string]string `json:"files"`
+}
+
+// Outcome is the result of one attempted operation.
+type Outcome struct {
+	OK bool `json:"ok"`
+	// Errno is the symbolic errno of the failure, for example "EROFS";
+	// empty when OK or when the error carries no errno.
+	Errno string `json:"errno,omitempty"`
+	// Error is the failure's text; empty when OK.
+	Error string `json:"error,omitempty"`
+}
+
+// Result is the one JSON line a probe workload action prints to stdout on
+// completion. Fields that do not apply to an action are omitted.
+type Result struct {
+	// Action is the subcommand: "alloc", "fork", "write", "echo", "spawn",
+	// "sleep", "fill" or "connect".
+	Action string `json:"action"`
+	Outcome
+	// Requested is the count the action was asked for: MiB (alloc),
+	// children (fork, spawn) or bytes (write, fill).
+	Requested int64 `json:"requested,omitempty"`
+	// Done is how much of Requested completed: MiB touched (alloc),
+	// children started (fork, spawn) or bytes written (write, echo, fill).
+	Done int64 `json:"done"`
+	// Stream is "stdout" or "stderr" (write).
+	Stream string `json:"stream,omitempty"`
+	// SHA256 is the hex digest of the bytes written (write, echo).
+	SHA256 string `json:"sha256,omitempty"`
+	// PIDs are the started children's process IDs (fork, spawn).
+	PIDs []int `json:"pids,omitempty"`
+	// Path is the file written (fill).
+	Path string `json:"path,omitempty"`
+	// Address is the dialled TCP address (connect).
+	Address string `json:"address,omitempty"`
+	// Seconds is the slept or requested child lifetime (sleep, fork, spawn).
+	Seconds float64 `json:"seconds,omitempty"`
+	// ElapsedMillis is the action's wall time in milliseconds.
+	ElapsedMillis int64 `json:"elapsedMillis"`
+}
+
+// Progress is a line the alloc action prints to stderr after each touched
+// MiB, so that a caller sees how far it got before an OOM kill.
+type Progress struct {
+	Action string `json:"action"`
+	// Done is the MiB touched so far.
+	Done int64 `json:"done"`
+}
+
+// WritePattern is what the write action repeats: byte i of its output is
+// WritePattern[i%len(WritePattern)].
+const WritePattern = "qualbox-probe 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ\n"

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"golang.org/x/sys/unix"
+)
+
+// probedPaths are the seed workload's mount points.
+var probedPaths = []string{"/", "/tmp", "/home/sandbox", "/workspace"}
+
+func gather() facts.Facts {
+	f := facts.Facts{Schema: facts.Schema}
+	fail := func(what string, err error) { f.Errors = append(f.Errors, what+": "+err.Error()) }
+
+	groups, err := os.Getgroups()
+	if err != nil {
+		fail("groups", err)
+	}
+	if groups == nil {
+		groups = []int{}
+	}
+	f.Identity = facts.Identity{UID: os.Getuid(), GID: os.Getgid(), EUID: os.Geteuid(), EGID: os.Getegid(), Groups: groups}
+
+	if data, err := os.ReadFile("/proc/self/status"); err != nil {
+		fail("status", err)
+	} else if f.Status, err = facts.ParseStatus(data); err != nil {
+		fail("status", err)
+	}
+
+	f.Mounts = []facts.Mount{}
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
+		fail("mountinfo", err)
+	} else if entries, err := facts.ParseMountinfo(data); err != nil {
+		fail("mountinfo", err)
+	} else {
+		for _, p := range probedPaths {
+			f.Mounts = append(f.Mounts, facts.Covering(entries, p))
+		}
+	}
+
+	f.Interfaces = []facts.Interface{}
+	if ifaces, err := net.Interfaces(); err != nil {
+		fail("interfaces", err)
+	} else {
+		for _, i := range ifaces {
+			addrs := []string{}
+			if as, err := i.Addrs(); err != nil {
+				fail("addrs "+i.Name, err)
+			} else {
+				for _, a := range as {
+					addrs = append(addrs, a.String())
+				}
+			}
+			f.Interfaces = append(f.Interfaces, facts.Interface{Name: i.Name, Flags: i.Flags.String(), Addrs: addrs})
+		}
+	}
+
+	if f.Cgroup, err = facts.ReadCgroup(os.DirFS("/sys/fs/cgroup")); err != nil {
+		fail("cgroup", err)
+	}
+	if data, err := os.ReadFile("/proc/self/cgroup"); err != nil {
+		fail("proc self cgroup", err)
+	} else {
+		f.ProcSelfCgroup = string(data)
+	}
+	if data, err := os.ReadFile("/proc/1/cmdline"); err != nil {
+		fail("pid 1 cmdline", err)
+	} else {
+		f.PID1Cmdline = strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
+	}
+	if f.Hostname, err = os.Hostname(); err != nil {
+		fail("hostname", err)
+	}
+
+	// O_EXCL: never touch an existing file even if the root is writable.
+	const probe = "/.qualbox-probe-write-test"
+	if w, err := os.OpenFile(probe, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+		f.RootWrite = outcome(err)
+	} else {
+		f.RootWrite = facts.Outcome{OK: true}
+		_ = w.Close()
+		_ = os.Remove(probe)
+	}
+	return f
+}
+
+// outcome describes err with its symbolic errno ("EROFS", "ENOSPC", ...).
+func outcome(err error) facts.Outcome {
+	if err == nil {
+		return facts.Outcome{OK: true}
+	}
+	o := facts.Outcome{Error: err.Error()}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		o.Errno = unix.ErrnoName(errno)
+	}
+	return o
+}

@@ -1,0 +1,89 @@
+// Command qualbox-probe runs inside a qualbox sandbox and reports, as JSON on
+// stdout, the isolation the kernel applies to it (package
+// github.com/qualbox/qualbox/qualify/guest/facts defines the schema), or
+// performs one workload action for a qualification scenario.
+//
+// It is built static (CGO_ENABLED=0) and installed in the guest image at
+// /usr/local/bin/qualbox-probe.
+//
+// Usage:
+//
+//	qualbox-probe [facts]
+//	qualbox-probe alloc <MiB> [holdSeconds]
+//	qualbox-probe fork <N> [seconds]
+//	qualbox-probe write <stdout|stderr> <bytes>
+//	qualbox-probe echo
+//	qualbox-probe spawn <N> <seconds>
+//	qualbox-probe sleep <seconds>
+//	qualbox-probe fill <path> <bytes>
+//	qualbox-probe connect <host:port> [timeoutSeconds]
+//
+// facts prints one facts.Facts object. Every action prints one facts.Result
+// line to stdout when it completes (after any bytes it writes to stdout
+// itself); alloc also prints facts.Progress lines to stderr. The exit status
+// is 0 when a result was printed, even when the result records a failure the
+// scenario expected (ENOSPC, EAGAIN, ...), and 2 for a usage error.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 0 {
+		args = []string{"facts"}
+	}
+	run, ok := commands[args[0]]
+	if !ok {
+		usage(fmt.Errorf("unknown subcommand %q", args[0]))
+	}
+	// A closed stdout or stderr becomes EPIPE in the action's result rather
+	// than killing the probe with SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
+	out, err := run(args[1:])
+	if err != nil {
+		usage(err)
+	}
+	emit(os.Stdout, out)
+}
+
+var commands map[string]func(args []string) (any, error)
+
+func init() {
+	commands = map[string]func([]string) (any, error){
+		"facts":   func(args []string) (any, error) { return gather(), noArgs(args) },
+		"alloc":   alloc,
+		"fork":    fork,
+		"write":   write,
+		"echo":    echo,
+		"spawn":   spawn,
+		"sleep":   sleepAction,
+		"fill":    fill,
+		"connect": connect,
+	}
+}
+
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q", args)
+	}
+	return nil
+}
+
+func emit(f *os.File, v any) {
+	line, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	_, _ = f.Write(append(line, '\n'))
+}
+
+func usage(err error) {
+	emit(os.Stderr, map[string]string{"error": err.Error(), "usage": "qualbox-probe [facts|alloc|fork|write|echo|spawn|sleep|fill|connect] ..."})
+	os.Exit(2)
+}
