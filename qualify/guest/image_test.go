@@ -168,8 +168,8 @@ func TestBuildAndProbeWorkload(t *testing.T) {
 	recordGuestFiles(t, ctx, cli, created.ID)
 
 	// Workload actions run under the same confinement.
-	out, _, code := execProbe(t, ctx, cli, created.ID, "fill", "/tmp/fill", fmt.Sprint(2*tmpfsSize))
-	assert.Equal(t, code, 0)
+	out, stderr, code := execProbe(t, ctx, cli, created.ID, "fill", "/tmp/fill", fmt.Sprint(2*tmpfsSize))
+	assert.Equal(t, code, 0, "stderr: %s", stderr)
 	var r facts.Result
 	assert.NilError(t, json.Unmarshal(out, &r), "%s", out)
 	assert.Check(t, is.Equal(r.Errno, "ENOSPC"), "%+v", r)
@@ -180,6 +180,23 @@ func TestBuildAndProbeWorkload(t *testing.T) {
 	r = facts.Result{}
 	assert.NilError(t, json.Unmarshal(out, &r), "%s", out)
 	assert.Check(t, is.Equal(r.Errno, "ECONNREFUSED"), "%+v", r)
+
+	out, stderr, code = execProbe(t, ctx, cli, created.ID, "fork", "100", "5")
+	assert.Equal(t, code, 0, "stderr: %s", stderr)
+	r = facts.Result{}
+	assert.NilError(t, json.Unmarshal(out, &r), "%s", out)
+	assert.Check(t, is.Equal(r.Errno, "EAGAIN"), "%+v", r)
+	assert.Check(t, r.Done > 0 && r.Done < pids, "%+v", r)
+
+	// Beyond memory = memory+swap the kernel kills the probe mid-way; its
+	// stderr progress tells how far it got.
+	out, stderr, code = execProbe(t, ctx, cli, created.ID, "alloc", "128")
+	assert.Check(t, is.Equal(code, 137), "stdout %s stderr %s", out, stderr)
+	assert.Check(t, is.Len(out, 0))
+	lines := strings.Split(strings.TrimSpace(string(stderr)), "\n")
+	var last facts.Progress
+	assert.NilError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last))
+	assert.Check(t, last.Done > 8 && last.Done < 64, "%+v", last)
 
 	out, _, code = execProbe(t, ctx, cli, created.ID, "write", "stdout", "1000")
 	assert.Equal(t, code, 0)
