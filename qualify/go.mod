@@ -27,6 +27,7 @@ require (
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/mattn/go-runewidth v0.0.19 // indirect
@@ -40,4 +41,16 @@ require (
 	go.opentelemetry.io/otel v1.35.0 // indirect
 	go.opentelemetry.io/otel/metric v1.35.0 // indirect
 	go.opentelemetry.io/otel/trace v1.35.0 // indirect
+)
+
+require (
+	github.com/qualbox/qualbox/driver v0.0.0
+	github.com/qualbox/qualbox/profiles v0.0.0
+	github.com/qualbox/qualbox/sandboxapi v0.0.0
+)
+
+replace (
+	github.com/qualbox/qualbox/driver => ../driver
+	github.com/qualbox/qualbox/profiles => ../profiles
+	github.com/qualbox/qualbox/sandboxapi => ../sandboxapi
 )

@@ -1,0 +1,197 @@
+// Package evidence holds qualbox qualification evidence: the per-scenario and
+// run-level JSON documents (schema [Schema]), and the renderings a campaign
+// emits from them: a human table, a Markdown summary and JUnit XML.
+//
+// Files are written atomically (temporary file, fsync, rename) so that a
+// reader never sees a partial document under its final name.
+package evidence
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/qualbox/qualbox/driver"
+)
+
+// Schema identifies the evidence JSON layout of both Run and Scenario.
+const Schema = "qualbox.evidence.v1"
+
+// Kind is a scenario verdict kind.
+type Kind string
+
+// Verdict kinds (DESIGN.md "Qualification").
+const (
+	Passed        Kind = "passed"
+	Failed        Kind = "failed"
+	Skipped       Kind = "skipped"
+	NotApplicable Kind = "not_applicable"
+)
+
+// Verdict is {"kind":"passed"}, {"kind":"failed"}, {"kind":"skipped",
+// "reason":...} or {"kind":"not_applicable","reason":...}.
+type Verdict struct {
+	Kind   Kind   `json:"kind"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// OK reports whether the verdict does not fail the run: passed, skipped and
+// not_applicable do.
+func (v Verdict) OK() bool { return v.Kind != Failed }
+
+// String renders "passed" or "skipped (reason)".
+func (v Verdict) String() string {
+	if v.Reason == "" {
+		return string(v.Kind)
+	}
+	return string(v.Kind) + " (" + v.Reason + ")"
+}
+
+// Check is one comparison of what was requested (Want) with what was
+// observed (Got), both rendered as text.
+type Check struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	OK   bool   `json:"ok"`
+}
+
+// Resource is one Engine resource a scenario's sandbox created, as recorded
+// in its recovery record, and whether an exact-ID inspection after cleanup
+// found it absent.
+type Resource struct {
+	// Sandbox is the owning sandbox ID.
+	Sandbox string `json:"sandbox"`
+	// Role is compute, storage, export or network.
+	Role string `json:"role"`
+	// Name is the resource's exact planned name.
+	Name string `json:"name"`
+	// Identity is planned, creating or identified.
+	Identity string `json:"identity"`
+	// ID is the Engine ID (the volume name for storage); empty unless
+	// identified.
+	ID string `json:"id,omitempty"`
+	// Absent is true when the Engine answered 404 for the resource after
+	// cleanup, false when it is still present, null when not checked.
+	Absent *bool `json:"absentAfterCleanup"`
+	// Probe says how absence was established, e.g. "GET container <id>: 404".
+	Probe string `json:"probe,omitempty"`
+}
+
+// Timing is a wall-clock interval.
+type Timing struct {
+	Start      time.Time `json:"start"`
+	End        time.Time `json:"end"`
+	DurationMs int64     `json:"durationMs"`
+}
+
+// NewTiming returns the interval from start to end.
+func NewTiming(start, end time.Time) Timing {
+	return Timing{Start: start.UTC(), End: end.UTC(), DurationMs: end.Sub(start).Milliseconds()}
+}
+
+// Duration returns End - Start.
+func (t Timing) Duration() time.Duration { return time.Duration(t.DurationMs) * time.Millisecond }
+
+// Scenario is one scenario's evidence (<output>/<nn>-<name>/evidence.json).
+type Scenario struct {
+	Schema string `json:"schema"`
+	// Index is the 1-based position in the manifest.
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	// Namespace is the scenario's own sandbox namespace.
+	Namespace string `json:"namespace"`
+	// Params are the manifest parameters as given.
+	Params map[string]any `json:"params"`
+	// Requested is what the scenario asked for (policy, profile, process).
+	Requested map[string]any `json:"requested"`
+	// Observed is what the Engine and the guest reported.
+	Observed map[string]any `json:"observed"`
+	Checks   []Check        `json:"checks"`
+	Verdict  Verdict        `json:"verdict"`
+	// Failure is the scenario's original error, kept apart from cleanup.
+	Failure string `json:"failure,omitempty"`
+	// CleanupErrors are failures of stop, destroy or absence checks that
+	// happened after the scenario's own outcome was settled.
+	CleanupErrors []string   `json:"cleanupErrors"`
+	Resources     []Resource `json:"resources"`
+	Timing        Timing     `json:"timing"`
+}
+
+// PassedChecks counts the checks that passed.
+func (s *Scenario) PassedChecks() int {
+	n := 0
+	for _, c := range s.Checks {
+		if c.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// Controller describes the machine running the harness.
+type Controller struct {
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	GoVersion string `json:"goVersion"`
+	Hostname  string `json:"hostname,omitempty"`
+}
+
+// Manifest identifies the manifest a run executed.
+type Manifest struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// Image identifies the guest image a run used.
+type Image struct {
+	// ID is the exact "sha256:" image ID.
+	ID string `json:"id"`
+	// Source is "build" when the run built it, "manifest" when the manifest
+	// named it.
+	Source string `json:"source"`
+	// Removed is set when the run built the image and then removed it (true)
+	// or failed to (false, with RemoveError); null when it was kept.
+	Removed     *bool  `json:"removed,omitempty"`
+	RemoveError string `json:"removeError,omitempty"`
+}
+
+// Admission is the run header's admission of the manifest profile.
+type Admission struct {
+	OK     bool           `json:"ok"`
+	Checks []driver.Check `json:"checks"`
+	Error  string         `json:"error,omitempty"`
+}
+
+// ScenarioSummary is one scenario's line in the run evidence.
+type ScenarioSummary struct {
+	Index      int     `json:"index"`
+	Name       string  `json:"name"`
+	Dir        string  `json:"dir"`
+	Verdict    Verdict `json:"verdict"`
+	Checks     int     `json:"checks"`
+	Passed     int     `json:"checksPassed"`
+	DurationMs int64   `json:"durationMs"`
+	// Detail is the first line of the failure, or the first failed check.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Run is the run-level evidence (<output>/evidence.json).
+type Run struct {
+	Schema     string             `json:"schema"`
+	Profile    string             `json:"profile"`
+	Endpoint   string             `json:"endpoint"`
+	Manifest   Manifest           `json:"manifest"`
+	Controller Controller         `json:"controller"`
+	Engine     driver.EngineFacts `json:"engine"`
+	Admission  Admission          `json:"admission"`
+	Image      Image              `json:"image"`
+	// Policy is the manifest's normalized policy.
+	Policy json.RawMessage `json:"policy"`
+	User   driver.User     `json:"user"`
+	// Interrupted is set when a signal cancelled the run.
+	Interrupted bool              `json:"interrupted,omitempty"`
+	Scenarios   []ScenarioSummary `json:"scenarios"`
+	// Verdict is failed when any scenario failed, passed otherwise.
+	Verdict Verdict `json:"verdict"`
+	Timing  Timing  `json:"timing"`
+}

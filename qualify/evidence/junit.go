@@ -1,0 +1,121 @@
+package evidence
+
+import (
+	"encoding/xml"
+	"fmt"
+	"strings"
+)
+
+// JUnit XML elements, in the subset CI systems read.
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr"`
+	Properties []junitProperty `xml:"properties>property,omitempty"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+func seconds(ms int64) string { return fmt.Sprintf("%.3f", float64(ms)/1000) }
+
+// JUnit renders junit.xml: one testsuite for the run, one testcase per
+// scenario. failed maps to <failure>, skipped and not_applicable to
+// <skipped> with the verdict as message. scenarios supplies the failed
+// checks and cleanup errors for the failure text; it may be shorter than
+// r.Scenarios (scenarios that were not run have no evidence).
+func JUnit(r *Run, scenarios []*Scenario) ([]byte, error) {
+	byIndex := map[int]*Scenario{}
+	for _, s := range scenarios {
+		byIndex[s.Index] = s
+	}
+	suite := junitSuite{
+		Name: "qualbox." + r.Profile, Tests: len(r.Scenarios),
+		Time: seconds(r.Timing.DurationMs), Timestamp: r.Timing.Start.Format("2006-01-02T15:04:05Z"),
+		Properties: []junitProperty{
+			{"manifest.sha256", r.Manifest.SHA256},
+			{"image", r.Image.ID},
+			{"engine.version", r.Engine.Version},
+			{"engine.apiVersion", r.Engine.APIVersion},
+			{"kernel", r.Engine.KernelVersion},
+		},
+	}
+	for _, sum := range r.Scenarios {
+		c := junitCase{Name: sum.Name, Classname: "qualbox." + r.Profile, Time: seconds(sum.DurationMs)}
+		switch sum.Verdict.Kind {
+		case Failed:
+			suite.Failures++
+			c.Failure = &junitFailure{Message: sum.Detail, Type: "failed", Text: failureText(byIndex[sum.Index], sum)}
+		case Skipped, NotApplicable:
+			suite.Skipped++
+			c.Skipped = &junitSkipped{Message: sum.Verdict.String()}
+		}
+		if sum.Dir != "" {
+			c.SystemOut = "evidence: " + sum.Dir + "/evidence.json"
+		}
+		suite.Cases = append(suite.Cases, c)
+	}
+	doc := junitSuites{
+		Name: "qualbox", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped,
+		Time: suite.Time, Suites: []junitSuite{suite},
+	}
+	out, err := xml.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("evidence: encode JUnit: %w", err)
+	}
+	return append([]byte(xml.Header), append(out, '\n')...), nil
+}
+
+func failureText(s *Scenario, sum ScenarioSummary) string {
+	if s == nil {
+		return sum.Detail
+	}
+	var b strings.Builder
+	if s.Failure != "" {
+		fmt.Fprintf(&b, "failure: %s\n", s.Failure)
+	}
+	for _, c := range s.Checks {
+		if !c.OK {
+			fmt.Fprintf(&b, "check %s: want %s, got %s\n", c.Name, c.Want, c.Got)
+		}
+	}
+	for _, e := range s.CleanupErrors {
+		fmt.Fprintf(&b, "cleanup: %s\n", e)
+	}
+	return b.String()
+}

@@ -1,0 +1,369 @@
+// Package qualify runs qualification campaigns: it executes the scenarios a
+// manifest selects, each in its own child of a fresh output directory with
+// its own namespace, and writes the evidence (per-scenario and run-level
+// JSON, a human table, summary.md and junit.xml). See DESIGN.md
+// "Qualification".
+package qualify
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
+	"github.com/qualbox/qualbox/qualify/scenario"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// Output file names.
+const (
+	EvidenceFile = "evidence.json"
+	SummaryFile  = "summary.md"
+	JUnitFile    = "junit.xml"
+)
+
+// Config is one run.
+type Config struct {
+	// Manifest is the parsed manifest.
+	Manifest *manifest.Manifest
+	// Output is the output directory; it must not exist or be empty.
+	Output string
+	// Registry resolves the manifest's scenario names.
+	Registry scenario.Registry
+	// Engine is a client of the manifest's Engine, used for read-only
+	// absence checks. When nil (hermetic tests) the run header has no
+	// Engine facts and resources are not checked.
+	Engine *client.Client
+	// ImageID is the exact guest image ID.
+	ImageID string
+	// ImageSource is "build" or "manifest".
+	ImageSource string
+	// RemoveImage, when set, removes the image the run built; it runs after
+	// the last scenario and its outcome is recorded in the run evidence.
+	RemoveImage func(ctx context.Context) error
+	// Stdout receives the table (or the run evidence JSON when JSON is
+	// set); Stderr receives progress lines. Nil discards.
+	Stdout, Stderr io.Writer
+	// JSON prints the run evidence as JSON on Stdout instead of the table.
+	JSON bool
+	// Verbose prints scenario detail lines on Stderr.
+	Verbose bool
+}
+
+// ExitCode maps a run to the CLI's exit status: 130 when interrupted, 1
+// when a scenario failed, 0 otherwise.
+func ExitCode(r *evidence.Run) int {
+	switch {
+	case r.Interrupted:
+		return 130
+	case !r.Verdict.OK():
+		return 1
+	}
+	return 0
+}
+
+// DefaultOutput is the default output directory for a run starting at t:
+// reports/runs/<UTC timestamp>.
+func DefaultOutput(t time.Time) string {
+	return filepath.Join("reports", "runs", t.UTC().Format("20060102T150405Z"))
+}
+
+// PrepareOutput creates dir (and parents) or accepts an existing empty
+// directory, and returns its canonical absolute path. A non-empty existing
+// directory is refused so evidence from two runs never mixes.
+func PrepareOutput(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(abs)
+	switch {
+	case err == nil && len(entries) > 0:
+		return "", fmt.Errorf("output directory %s is not empty: give a fresh directory", abs)
+	case err == nil:
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return "", err
+		}
+	default:
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// Run executes the manifest's scenarios in order and writes the evidence.
+// It returns the run evidence; the error is for problems that prevent a
+// report (output directory, writing files). Cancelling ctx marks the
+// running scenario failed ("interrupted", after its cleanup ran) and the
+// rest skipped ("not run"), then writes the partial report.
+func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
+	m := cfg.Manifest
+	stdout, stderr := orDiscard(cfg.Stdout), orDiscard(cfg.Stderr)
+	out, err := PrepareOutput(cfg.Output)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	policyJSON, _ := json.Marshal(m.Policy)
+	host, _ := os.Hostname()
+	run := &evidence.Run{
+		Schema: evidence.Schema, Profile: m.Profile, Endpoint: m.Endpoint,
+		Manifest:   evidence.Manifest{Path: m.Path, SHA256: m.SHA256},
+		Controller: evidence.Controller{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), Hostname: host},
+		Image:      evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
+		Policy:     policyJSON, User: m.User,
+		Scenarios:  []evidence.ScenarioSummary{},
+	}
+	if cfg.Engine != nil {
+		run.Admission, run.Engine = admitHeader(ctx, m, cfg.ImageID, out)
+	}
+
+	n := len(m.Scenarios)
+	var results []*evidence.Scenario
+	for i, e := range m.Scenarios {
+		idx := i + 1
+		sum := evidence.ScenarioSummary{Index: idx, Name: e.Name}
+		if ctx.Err() != nil {
+			run.Interrupted = true
+			sum.Verdict = evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}
+			run.Scenarios = append(run.Scenarios, sum)
+			fmt.Fprintf(stderr, "[%d/%d] %s ... %s\n", idx, n, e.Name, sum.Verdict)
+			continue
+		}
+		dirName := fmt.Sprintf("%02d-%s", idx, e.Name)
+		dir := filepath.Join(out, dirName)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "[%d/%d] %s ...", idx, n, e.Name)
+		if cfg.Verbose {
+			fmt.Fprintln(stderr)
+		}
+		env := &scenario.Env{
+			Profile: m.Profile, Endpoint: m.Endpoint, ImageID: cfg.ImageID, User: m.User,
+			Namespace: scenarioNamespace(m.Namespace, e.Name), Policy: m.Policy, Dir: dir, Engine: cfg.Engine,
+		}
+		if cfg.Verbose {
+			env.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "      "+format+"\n", args...) }
+		}
+		ev := runScenario(ctx, cfg.Registry[e.Name], env, idx, e, cfg.Engine)
+		if ctx.Err() != nil && ev.Verdict.Kind == evidence.Failed {
+			run.Interrupted = true
+		}
+		if err := evidence.WriteJSON(filepath.Join(dir, EvidenceFile), ev); err != nil {
+			return nil, err
+		}
+		results = append(results, ev)
+		sum.Dir, sum.Verdict, sum.Checks, sum.Passed, sum.DurationMs = dirName, ev.Verdict, len(ev.Checks), ev.PassedChecks(), ev.Timing.DurationMs
+		sum.Detail = detail(ev)
+		run.Scenarios = append(run.Scenarios, sum)
+		if cfg.Verbose {
+			fmt.Fprintf(stderr, "[%d/%d] %s ...", idx, n, e.Name)
+		}
+		fmt.Fprintf(stderr, " %s (%s)\n", ev.Verdict, evidence.FormatDuration(ev.Timing.Duration()))
+	}
+
+	if cfg.RemoveImage != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		err := cfg.RemoveImage(rctx)
+		cancel()
+		removed := err == nil
+		run.Image.Removed = &removed
+		if err != nil {
+			run.Image.RemoveError = err.Error()
+		}
+	}
+
+	run.Verdict = evidence.Verdict{Kind: evidence.Passed}
+	for _, s := range run.Scenarios {
+		if !s.Verdict.OK() {
+			run.Verdict = evidence.Verdict{Kind: evidence.Failed}
+		}
+	}
+	if run.Interrupted {
+		run.Verdict = evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"}
+	}
+	run.Timing = evidence.NewTiming(start, time.Now())
+	if err := writeReport(out, run, results); err != nil {
+		return run, err
+	}
+	if cfg.JSON {
+		data, err := evidence.MarshalJSON(run)
+		if err != nil {
+			return run, err
+		}
+		_, err = stdout.Write(data)
+		return run, err
+	}
+	return run, evidence.Table(stdout, run)
+}
+
+// writeReport writes the run-level files, each atomically; evidence.json
+// last so that its presence marks a complete report.
+func writeReport(out string, run *evidence.Run, results []*evidence.Scenario) error {
+	md, err := evidence.Markdown(run)
+	if err != nil {
+		return err
+	}
+	if err := evidence.WriteFile(filepath.Join(out, SummaryFile), md); err != nil {
+		return err
+	}
+	junit, err := evidence.JUnit(run, results)
+	if err != nil {
+		return err
+	}
+	if err := evidence.WriteFile(filepath.Join(out, JUnitFile), junit); err != nil {
+		return err
+	}
+	return evidence.WriteJSON(filepath.Join(out, EvidenceFile), run)
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// scenarioNamespace returns "<prefix>-<scenario>-<8 hex>", shortening the
+// scenario part so the result fits sandboxapi.MaxNamespaceBytes.
+func scenarioNamespace(prefix, name string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := "-" + hex.EncodeToString(b[:])
+	room := sandboxapi.MaxNamespaceBytes - len(prefix) - len(suffix) - 1
+	if len(name) > room {
+		name = name[:max(room, 0)]
+	}
+	return prefix + "-" + name + suffix
+}
+
+// admitHeader admits the manifest profile for the run header. Failures are
+// recorded, not fatal: the admission scenario judges them.
+func admitHeader(ctx context.Context, m *manifest.Manifest, imageID, out string) (evidence.Admission, driver.EngineFacts) {
+	var a evidence.Admission
+	b, err := driver.New(driver.Config{
+		Profile: m.Profile, Endpoint: m.Endpoint, Namespace: scenarioNamespace(m.Namespace, "run"),
+		SpillDirectory: out, ImageID: imageID, User: m.User,
+	})
+	if err != nil {
+		a.Error = err.Error()
+		return a, driver.EngineFacts{}
+	}
+	defer b.Close()
+	adm, err := b.Admit(ctx)
+	if err != nil {
+		a.Error = err.Error()
+	}
+	if adm == nil {
+		return a, driver.EngineFacts{}
+	}
+	a.OK, a.Checks = err == nil, adm.Checks
+	return a, adm.Engine
+}
+
+// runScenario runs one scenario and turns its record into evidence. A
+// panic becomes the scenario's failure.
+func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, idx int, e manifest.Entry, cli *client.Client) *evidence.Scenario {
+	rec := scenario.NewRecord()
+	start := time.Now()
+	var failure error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				failure = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			}
+		}()
+		if sc == nil {
+			failure = fmt.Errorf("scenario %q is not registered", e.Name)
+			return
+		}
+		failure = sc.Run(ctx, env, e.Params, rec)
+	}()
+	snap := rec.Snapshot()
+	ev := &evidence.Scenario{
+		Schema: evidence.Schema, Index: idx, Name: e.Name, Namespace: env.Namespace, Params: e.Params,
+		Requested: snap.Requested, Observed: snap.Observed, Checks: snap.Checks,
+		CleanupErrors: snap.CleanupErrors, Resources: []evidence.Resource{},
+	}
+	if ev.Checks == nil {
+		ev.Checks = []evidence.Check{}
+	}
+	if ev.CleanupErrors == nil {
+		ev.CleanupErrors = []string{}
+	}
+	for _, owner := range snap.Owners {
+		for _, r := range scenario.Resources(owner) {
+			if cli != nil {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(env.Policy.Deadlines.CleanupMs)*time.Millisecond)
+				absent, probe, err := scenario.CheckAbsent(cctx, cli, r)
+				cancel()
+				if err != nil {
+					ev.CleanupErrors = append(ev.CleanupErrors, fmt.Sprintf("absence check of %s %s: %v", r.Role, r.Name, err))
+				} else {
+					r.Absent, r.Probe = &absent, probe
+					if !absent {
+						ev.CleanupErrors = append(ev.CleanupErrors, fmt.Sprintf("%s resource %s (%s) is still present after cleanup", r.Role, r.Name, r.ID))
+					}
+				}
+			}
+			ev.Resources = append(ev.Resources, r)
+		}
+	}
+	interrupted := ctx.Err() != nil
+	if failure != nil {
+		ev.Failure = failure.Error()
+	} else if interrupted {
+		ev.Failure = "interrupted: " + context.Cause(ctx).Error()
+	}
+	ev.Verdict = verdict(ev, snap.Verdict, interrupted)
+	ev.Timing = evidence.NewTiming(start, time.Now())
+	return ev
+}
+
+// verdict derives a scenario verdict: failed on a failure, a failed check
+// or a cleanup error; otherwise the scenario's own skip/not-applicable, or
+// passed.
+func verdict(ev *evidence.Scenario, explicit *evidence.Verdict, interrupted bool) evidence.Verdict {
+	failedCheck := ev.PassedChecks() < len(ev.Checks)
+	switch {
+	case interrupted:
+		return evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"}
+	case ev.Failure != "" || failedCheck || len(ev.CleanupErrors) > 0:
+		return evidence.Verdict{Kind: evidence.Failed}
+	case explicit != nil:
+		return *explicit
+	}
+	return evidence.Verdict{Kind: evidence.Passed}
+}
+
+// detail is the one-line reason shown in the table for a scenario.
+func detail(ev *evidence.Scenario) string {
+	if ev.Failure != "" {
+		line, _, _ := strings.Cut(ev.Failure, "\n")
+		return line
+	}
+	for _, c := range ev.Checks {
+		if !c.OK {
+			return fmt.Sprintf("%s: want %s, got %s", c.Name, c.Want, c.Got)
+		}
+	}
+	if len(ev.CleanupErrors) > 0 {
+		return "cleanup: " + ev.CleanupErrors[0]
+	}
+	return ""
+}

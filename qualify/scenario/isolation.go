@@ -1,0 +1,184 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// ProbePath is where the guest image installs the probe.
+const ProbePath = "/usr/local/bin/qualbox-probe"
+
+// KeeperCmdline is the compute container's PID 1 as /proc/1/cmdline shows
+// it: the driver's fixed keeper.
+var KeeperCmdline = []string{"/bin/sh", "-c", "while :; do sleep 3600; done"}
+
+// Isolation starts a sandbox, runs the guest probe's facts action as its
+// process and compares what the kernel reports with the requested policy,
+// field by field: identity, capabilities, no_new_privs, seccomp, mounts,
+// network interfaces, cgroup limits and the keeper PID 1.
+type Isolation struct{}
+
+// IsolationParams are the isolation scenario's manifest params.
+type IsolationParams struct {
+	// Probe is the probe's guest path; default ProbePath.
+	Probe string `json:"probe,omitempty"`
+}
+
+// Name returns "isolation".
+func (Isolation) Name() string { return "isolation" }
+
+func (Isolation) params(raw map[string]any) (IsolationParams, error) {
+	var p IsolationParams
+	if err := DecodeParams(raw, &p); err != nil {
+		return p, err
+	}
+	if p.Probe == "" {
+		p.Probe = ProbePath
+	}
+	if !sandboxapi.ValidGuestPath(p.Probe) {
+		return p, fmt.Errorf("params.probe: %q is not an absolute canonical guest path", p.Probe)
+	}
+	return p, nil
+}
+
+// Validate checks params: probe (guest path).
+func (s Isolation) Validate(params map[string]any) error {
+	_, err := s.params(params)
+	return err
+}
+
+// Run executes the probe and compares its facts with the policy.
+func (s Isolation) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
+	p, err := s.params(params)
+	if err != nil {
+		return err
+	}
+	spec := sandboxapi.ProcessSpec{Executable: p.Probe, Args: []string{"facts"}, Env: map[string]string{}, Cwd: driver.WorkPath}
+	res, err := execOnce(ctx, env, rec, spec, nil)
+	rec.Observe("stdout", string(res.Stdout))
+	rec.Observe("stderr", string(res.Stderr))
+	if err != nil {
+		return err
+	}
+	rec.Observe("exit", res.Exit)
+	if res.Exit != sandboxapi.Exited(0) {
+		return fmt.Errorf("probe exited %s: %s", res.Exit, bytes.TrimSpace(res.Stderr))
+	}
+	var f facts.Facts
+	dec := json.NewDecoder(bytes.NewReader(res.Stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return fmt.Errorf("probe facts JSON: %w", err)
+	}
+	rec.Observe("facts", f)
+	prof, err := profiles.Load(env.Profile)
+	if err != nil {
+		return err
+	}
+	compareFacts(rec, f, env.Policy, env.User, prof.Cgroup.Version, res.Effective)
+	return nil
+}
+
+// compareFacts records one check per isolation property.
+func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver.User, cgroupVersion int, eff sandboxapi.EffectivePolicy) {
+	rec.Equal("facts schema", facts.Schema, f.Schema)
+	rec.Check("probe errors", "none", f.Errors, len(f.Errors) == 0)
+
+	uid, gid := int(user.UID), int(user.GID)
+	rec.Equal("uid", uid, f.Identity.UID)
+	rec.Equal("euid", uid, f.Identity.EUID)
+	rec.Equal("gid", gid, f.Identity.GID)
+	rec.Equal("egid", gid, f.Identity.EGID)
+
+	const none = "0000000000000000"
+	rec.Equal("CapEff", none, f.Status.CapEff)
+	rec.Equal("CapPrm", none, f.Status.CapPrm)
+	rec.Equal("CapBnd", none, f.Status.CapBnd)
+	rec.Equal("CapInh", none, f.Status.CapInh)
+	rec.Equal("CapAmb", none, f.Status.CapAmb)
+	rec.Equal("NoNewPrivs", 1, f.Status.NoNewPrivs)
+	rec.Equal("Seccomp mode (2 = filter)", 2, f.Status.Seccomp)
+
+	mounts := map[string]facts.Mount{}
+	for _, m := range f.Mounts {
+		mounts[m.Path] = m
+	}
+	root := mounts["/"]
+	rec.Check("/ read-only", "ro", root.MountOptions, root.Found && root.ReadOnly)
+	rec.Check("/ write fails with EROFS", "EROFS", f.RootWrite, !f.RootWrite.OK && f.RootWrite.Errno == "EROFS")
+	for _, t := range []struct {
+		path  string
+		bytes int64
+	}{{driver.TempPath, pol.TemporaryStorage.TempBytes}, {driver.HomePath, pol.TemporaryStorage.HomeBytes}} {
+		m := mounts[t.path]
+		rec.Check(t.path+" mount point", t.path, m.MountPoint, m.Found && m.MountPoint == t.path)
+		rec.Equal(t.path+" fstype", "tmpfs", m.FSType)
+		rec.Check(t.path+" writable", "rw", m.MountOptions, m.Found && !m.ReadOnly)
+		rec.Check(t.path+" nosuid,nodev,noexec", "nosuid nodev noexec", m.MountOptions, m.NoSuid && m.NoDev && m.NoExec)
+		rec.Equal(t.path+" size", tmpfsSize(t.bytes), m.Size)
+		rec.Equal(t.path+" mode", "700", m.Mode)
+		rec.Equal(t.path+" uid", strconv.Itoa(uid), m.UID)
+		rec.Equal(t.path+" gid", strconv.Itoa(gid), m.GID)
+	}
+	ws := mounts[driver.WorkspacePath]
+	rec.Check("/workspace mount point", driver.WorkspacePath, ws.MountPoint, ws.Found && ws.MountPoint == driver.WorkspacePath)
+	rec.Check("/workspace writable", "rw", ws.MountOptions, ws.Found && !ws.ReadOnly)
+
+	var names []string
+	for _, i := range f.Interfaces {
+		names = append(names, i.Name)
+	}
+	if pol.Network.Kind == sandboxapi.NetworkIsolated {
+		rec.Equal("interfaces (isolated)", []string{"lo"}, names)
+	} else {
+		rec.Check("interfaces (outbound)", "lo and one more", names, len(names) == 2)
+	}
+
+	cg := f.Cgroup
+	rec.Equal("cgroup version", cgroupVersion, cg.Version)
+	rec.Equal("memory limit bytes", pageFloor(pol.Resources.MemoryBytes), cg.MemoryLimitBytes)
+	if cg.Version == 1 {
+		rec.Equal("memory+swap limit bytes (v1 memsw)", pageFloor(pol.Resources.MemoryBytes), cg.MemoryAndSwapLimitBytes)
+	} else {
+		rec.Equal("swap max bytes (v2)", int64(0), cg.SwapLimitBytes)
+	}
+	rec.Equal("pids.max", pol.Resources.PIDs, cg.PidsMax)
+	quota, period := cg.CPUQuotaMicros, cg.CPUPeriodMicros
+	gotCPUs := "unlimited"
+	if quota != nil && period != nil && *period > 0 {
+		gotCPUs = fmt.Sprintf("%d/%d = %g", *quota, *period, float64(*quota)/float64(*period))
+	}
+	rec.Check("cpu quota/period", fmt.Sprintf("%g", pol.Resources.CPUs), gotCPUs,
+		quota != nil && period != nil && *quota == int64(math.Round(pol.Resources.CPUs*float64(*period))))
+	rec.Equal("PID 1 cmdline (keeper)", KeeperCmdline, f.PID1Cmdline)
+
+	rec.Equal("effective resources (Engine readback)", pol.Resources, eff.Resources)
+	rec.Equal("effective temporaryStorage", pol.TemporaryStorage, eff.TemporaryStorage)
+	rec.Equal("effective network", pol.Network, eff.Network)
+	rec.Check("effective nonRoot, readOnlyRoot", "true true", fmt.Sprint(eff.NonRoot, eff.ReadOnlyRoot), eff.NonRoot && eff.ReadOnlyRoot)
+}
+
+// tmpfsSize is the size option as the kernel prints it for a tmpfs of n
+// bytes: whole pages, in KiB ("8192k").
+func tmpfsSize(n int64) string {
+	page := int64(os.Getpagesize())
+	pages := (n + page - 1) / page
+	return fmt.Sprintf("%dk", pages*page/1024)
+}
+
+// pageFloor is a memory limit as the kernel stores it: whole pages.
+func pageFloor(n int64) *int64 {
+	page := int64(os.Getpagesize())
+	v := n / page * page
+	return &v
+}
