@@ -145,7 +145,6 @@ func versionAtLeast(got, min [3]int) bool {
 	return true
 }
 
-
 // admit runs every admission check of prof against the Engine and image. It
 // returns the Admission (always, when the Engine answered) and an
 // *AdmissionError when any check failed.

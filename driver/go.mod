@@ -23,6 +23,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/qualbox/qualbox/qualify v0.0.0
 	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.60.0 // indirect
 	go.opentelemetry.io/otel v1.35.0 // indirect
@@ -30,9 +31,11 @@ require (
 	go.opentelemetry.io/otel/trace v1.35.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.33.0 // indirect
+	gotest.tools/v3 v3.5.2 // indirect
 )
 
 replace (
 	github.com/qualbox/qualbox/profiles => ../profiles
+	github.com/qualbox/qualbox/qualify => ../qualify
 	github.com/qualbox/qualbox/sandboxapi => ../sandboxapi
 )

@@ -1,0 +1,103 @@
+// Package enginetest holds the real-Engine fixtures driver tests share: the
+// Engine socket, the guest image and a default policy. Tests that need an
+// Engine fail (not skip) when none answers: `make test` always starts one.
+package enginetest
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/qualbox/qualbox/qualify/guest"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// Socket is the Engine socket tests use: $QUALBOX_ENGINE_SOCKET or the
+// lane A default.
+func Socket() string {
+	if s := os.Getenv("QUALBOX_ENGINE_SOCKET"); s != "" {
+		return s
+	}
+	return "/var/run/docker.sock"
+}
+
+// Client returns a moby client for the test Engine, closed at cleanup.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.WithHost("unix://"+Socket()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("engine client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		t.Fatalf("no Engine answers at %s (run `make engine`): %v", Socket(), err)
+	}
+	return cli
+}
+
+var (
+	imageOnce sync.Once
+	imageID   string
+	imageErr  error
+	built     bool
+)
+
+// Image returns the guest image ID: $QUALBOX_TEST_IMAGE when set (an image
+// the caller owns), else one built once per test binary with guest.Build.
+// The guest image is a qualification asset; driver tests borrow it through
+// this test-only import, production driver code never imports qualify.
+func Image(t testing.TB) string {
+	t.Helper()
+	imageOnce.Do(func() {
+		if id := os.Getenv("QUALBOX_TEST_IMAGE"); id != "" {
+			imageID = id
+			return
+		}
+		cli := Client(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		img, err := guest.Build(ctx, cli, guest.BuildOptions{})
+		imageID, imageErr, built = img.ID, err, err == nil
+	})
+	if imageErr != nil {
+		t.Fatalf("build guest image: %v", imageErr)
+	}
+	return imageID
+}
+
+// RemoveImage removes the image Image built, if it built one; call it from
+// TestMain after m.Run.
+func RemoveImage() error {
+	if !built {
+		return nil
+	}
+	cli, err := client.New(client.WithHost("unix://"+Socket()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return guest.Remove(ctx, cli, imageID)
+}
+
+// Policy returns a small valid policy: 1 CPU, 64 MiB, 64 PIDs, 8 MiB tmpfs
+// each, isolated network, 60 s startup and cleanup deadlines.
+func Policy() sandboxapi.Policy {
+	return sandboxapi.Policy{
+		Resources:        sandboxapi.Resources{CPUs: 1, MemoryBytes: 64 << 20, PIDs: 64},
+		TemporaryStorage: sandboxapi.TemporaryStorage{HomeBytes: 8 << 20, TempBytes: 8 << 20},
+		Network:          sandboxapi.Network{Kind: sandboxapi.NetworkIsolated},
+		Deadlines:        sandboxapi.Deadlines{StartupMs: 60000, CleanupMs: 60000},
+		Transfers:        sandboxapi.TransferBuffers{ChunkBytes: 64 << 10, MetadataBatchBytes: 1 << 20, MetadataMergeFanIn: 16},
+		Streams: sandboxapi.StreamLimits{
+			MaxBufferedInputBytes: 1 << 20, MaxBufferedOutputBytes: 1 << 20, HighWaterMarkBytes: 64 << 10,
+		},
+	}
+}
