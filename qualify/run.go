@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		Controller: evidence.Controller{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), Hostname: host},
 		Image:      evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
 		Policy:     policyJSON, User: m.User,
-		Scenarios:  []evidence.ScenarioSummary{},
+		Scenarios: []evidence.ScenarioSummary{},
 	}
 	if cfg.Engine != nil {
 		run.Admission, run.Engine = admitHeader(ctx, m, cfg.ImageID, out)
@@ -325,10 +325,13 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 		}
 	}
 	interrupted := ctx.Err() != nil
-	if failure != nil {
-		ev.Failure = failure.Error()
-	} else if interrupted {
+	switch {
+	case interrupted && failure != nil:
+		ev.Failure = "interrupted: " + failure.Error()
+	case interrupted:
 		ev.Failure = "interrupted: " + context.Cause(ctx).Error()
+	case failure != nil:
+		ev.Failure = failure.Error()
 	}
 	ev.Verdict = verdict(ev, snap.Verdict, interrupted)
 	ev.Timing = evidence.NewTiming(start, time.Now())

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -345,7 +346,7 @@ func policy(n *yaml.Node, is *issues) sandboxapi.Policy {
 		return p
 	}
 	var verr *sandboxapi.ValidationError
-	if !asValidation(err, &verr) {
+	if !errors.As(err, &verr) {
 		is.add("policy", n.Line, "%v", err)
 		return sandboxapi.Policy{}
 	}

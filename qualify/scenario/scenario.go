@@ -255,6 +255,19 @@ func DecodeParams(params map[string]any, out any) error {
 	if params == nil {
 		params = map[string]any{}
 	}
+	// encoding/json matches field names case-insensitively; params are
+	// case-sensitive, so unknown keys are found here first.
+	allowed := jsonFields(out)
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(allowed, k) {
+			return fmt.Errorf("params.%s: unknown parameter; allowed: %s", k, strings.Join(allowed, ", "))
+		}
+	}
 	data, err := json.Marshal(params)
 	if err != nil {
 		return fmt.Errorf("params: %w", err)

@@ -1,0 +1,259 @@
+package qualify_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
+	"github.com/qualbox/qualbox/qualify/scenario"
+)
+
+// fake is a scenario whose outcome its params choose.
+type fake struct {
+	// started is closed when a "block" run starts waiting.
+	started chan struct{}
+}
+
+type fakeParams struct {
+	Outcome string `json:"outcome"`
+}
+
+func (fake) Name() string { return "fake" }
+
+func (fake) Validate(params map[string]any) error {
+	var p fakeParams
+	if err := scenario.DecodeParams(params, &p); err != nil {
+		return err
+	}
+	switch p.Outcome {
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block":
+		return nil
+	}
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block", p.Outcome)
+}
+
+func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
+	var p fakeParams
+	_ = scenario.DecodeParams(params, &p)
+	rec.Request("outcome", p.Outcome)
+	rec.Observe("namespace", env.Namespace)
+	rec.Equal("always", "ok", "ok")
+	switch p.Outcome {
+	case "fail-check":
+		rec.Equal("answer", 42, 41)
+	case "error":
+		return errors.New("boom")
+	case "cleanup":
+		rec.CleanupError("destroy", errors.New("volume in use"))
+	case "skip":
+		rec.Skip("needs cgroup v2")
+	case "na":
+		rec.NotApplicable("no outbound network on this profile")
+	case "panic":
+		panic("fake panic")
+	case "block":
+		close(f.started)
+		<-ctx.Done()
+		// Cleanup runs on a context detached from the cancelled one.
+		cctx := context.WithoutCancel(ctx)
+		rec.Observe("cleanupRan", cctx.Err() == nil)
+		return ctx.Err()
+	}
+	return nil
+}
+
+const fakeManifest = `profile: linux-x64-cgroupv1
+engine: {endpoint: unix:///var/run/docker.sock}
+image: sha256:%s
+namespace: test
+policy:
+  resources: {cpus: 0.5, memoryBytes: 268435456, pids: 128}
+  temporaryStorage: {homeBytes: 16777216, tempBytes: 8388608}
+  network: {kind: isolated}
+  deadlines: {startupMs: 60000, cleanupMs: 5000}
+  transfers: {chunkBytes: 65536, metadataBatchBytes: 1048576, metadataMergeFanIn: 16}
+  streams: {maxBufferedInputBytes: 65536, maxBufferedOutputBytes: 1048576, highWaterMarkBytes: 16384}
+scenarios:
+`
+
+func fakeRun(t *testing.T, f fake, outcomes ...string) (qualify.Config, string) {
+	t.Helper()
+	doc := fmt.Sprintf(fakeManifest, strings.Repeat("a", 64))
+	for _, o := range outcomes {
+		doc += fmt.Sprintf("  - {name: fake, params: {outcome: %s}}\n", o)
+	}
+	reg := scenario.NewRegistry(f)
+	m, err := manifest.Parse("fake.yaml", []byte(doc), reg)
+	assert.NilError(t, err)
+	out := filepath.Join(t.TempDir(), "run")
+	return qualify.Config{Manifest: m, Output: out, Registry: reg, ImageID: "sha256:" + strings.Repeat("a", 64), ImageSource: "manifest"}, out
+}
+
+func readJSON[T any](t *testing.T, path string) T {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	var v T
+	assert.NilError(t, json.Unmarshal(data, &v))
+	return v
+}
+
+func listFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			rel += "/"
+		}
+		files = append(files, rel)
+		return nil
+	})
+	assert.NilError(t, err)
+	sort.Strings(files)
+	return files
+}
+
+func TestRunLayoutAndVerdicts(t *testing.T) {
+	outcomes := []string{"pass", "fail-check", "error", "cleanup", "skip", "na", "panic"}
+	cfg, out := fakeRun(t, fake{}, outcomes...)
+	var stdout, stderr bytes.Buffer
+	cfg.Stdout, cfg.Stderr = &stdout, &stderr
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+
+	want := []string{"./", "01-fake/", "01-fake/evidence.json", "02-fake/", "02-fake/evidence.json",
+		"03-fake/", "03-fake/evidence.json", "04-fake/", "04-fake/evidence.json", "05-fake/", "05-fake/evidence.json",
+		"06-fake/", "06-fake/evidence.json", "07-fake/", "07-fake/evidence.json", "evidence.json", "junit.xml", "summary.md"}
+	assert.DeepEqual(t, listFiles(t, out), want)
+
+	wantKinds := []evidence.Verdict{
+		{Kind: evidence.Passed}, {Kind: evidence.Failed}, {Kind: evidence.Failed}, {Kind: evidence.Failed},
+		{Kind: evidence.Skipped, Reason: "needs cgroup v2"}, {Kind: evidence.NotApplicable, Reason: "no outbound network on this profile"},
+		{Kind: evidence.Failed},
+	}
+	var namespaces []string
+	for i, w := range wantKinds {
+		ev := readJSON[evidence.Scenario](t, filepath.Join(out, fmt.Sprintf("%02d-fake", i+1), "evidence.json"))
+		assert.Equal(t, ev.Schema, evidence.Schema)
+		assert.Equal(t, ev.Index, i+1)
+		assert.DeepEqual(t, ev.Verdict, w)
+		assert.DeepEqual(t, ev.Params, map[string]any{"outcome": outcomes[i]})
+		assert.Check(t, is.Equal(run.Scenarios[i].Verdict, w))
+		namespaces = append(namespaces, ev.Namespace)
+		switch outcomes[i] {
+		case "error":
+			assert.Equal(t, ev.Failure, "boom")
+			assert.Equal(t, len(ev.CleanupErrors), 0)
+		case "cleanup":
+			assert.Equal(t, ev.Failure, "", "cleanup errors stay apart from the failure")
+			assert.DeepEqual(t, ev.CleanupErrors, []string{"destroy: volume in use"})
+		case "panic":
+			assert.Check(t, is.Contains(ev.Failure, "panic: fake panic"))
+		case "fail-check":
+			assert.Equal(t, run.Scenarios[i].Detail, "answer: want 42, got 41")
+		}
+	}
+	// Each scenario has its own namespace derived from the prefix.
+	seen := map[string]bool{}
+	for _, ns := range namespaces {
+		assert.Check(t, strings.HasPrefix(ns, "test-fake-"), ns)
+		assert.Check(t, !seen[ns], "namespace %s reused", ns)
+		seen[ns] = true
+	}
+
+	r := readJSON[evidence.Run](t, filepath.Join(out, "evidence.json"))
+	assert.Equal(t, r.Schema, evidence.Schema)
+	assert.Equal(t, r.Verdict.Kind, evidence.Failed)
+	assert.Equal(t, r.Manifest.Path, "fake.yaml")
+	assert.Equal(t, len(r.Manifest.SHA256), 64)
+	assert.Equal(t, qualify.ExitCode(run), 1)
+
+	assert.Check(t, is.Contains(stderr.String(), "[1/7] fake ... passed ("))
+	assert.Check(t, is.Contains(stderr.String(), "[5/7] fake ... skipped (needs cgroup v2) ("))
+	assert.Check(t, is.Contains(stdout.String(), "│ 2 │ fake     │ failed"))
+
+	var junit struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Skipped  int `xml:"skipped,attr"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, "junit.xml"))
+	assert.NilError(t, err)
+	assert.NilError(t, xml.Unmarshal(data, &junit))
+	assert.Equal(t, junit.Tests, 7)
+	assert.Equal(t, junit.Failures, 4)
+	assert.Equal(t, junit.Skipped, 2)
+	assert.Check(t, is.Contains(string(data), "failure: boom"))
+	assert.Check(t, is.Contains(string(data), "cleanup: destroy: volume in use"))
+}
+
+func TestRunPassedExitsZero(t *testing.T) {
+	cfg, _ := fakeRun(t, fake{}, "pass", "skip", "na")
+	var stdout bytes.Buffer
+	cfg.Stdout, cfg.JSON = &stdout, true
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	assert.Equal(t, qualify.ExitCode(run), 0)
+	var printed evidence.Run
+	assert.NilError(t, json.Unmarshal(stdout.Bytes(), &printed))
+	assert.Equal(t, printed.Verdict.Kind, evidence.Passed)
+}
+
+func TestRunRefusesNonEmptyOutput(t *testing.T) {
+	cfg, out := fakeRun(t, fake{}, "pass")
+	assert.NilError(t, os.MkdirAll(out, 0o755))
+	assert.NilError(t, os.WriteFile(filepath.Join(out, "keep"), nil, 0o644))
+	_, err := qualify.Run(context.Background(), cfg)
+	assert.ErrorContains(t, err, "is not empty")
+	entries, _ := os.ReadDir(out)
+	assert.Equal(t, len(entries), 1, "nothing written into the refused directory")
+}
+
+func TestRunInterrupted(t *testing.T) {
+	f := fake{started: make(chan struct{})}
+	cfg, out := fakeRun(t, f, "pass", "block", "pass")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-f.started
+		cancel()
+	}()
+	run, err := qualify.Run(ctx, cfg)
+	assert.NilError(t, err)
+	assert.Equal(t, qualify.ExitCode(run), 130)
+	assert.Assert(t, run.Interrupted)
+	got := []evidence.Verdict{run.Scenarios[0].Verdict, run.Scenarios[1].Verdict, run.Scenarios[2].Verdict}
+	want := []evidence.Verdict{{Kind: evidence.Passed}, {Kind: evidence.Failed, Reason: "interrupted"}, {Kind: evidence.Skipped, Reason: "not run: interrupted"}}
+	assert.Assert(t, cmp.Equal(got, want), cmp.Diff(want, got))
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "02-fake", "evidence.json"))
+	assert.Equal(t, ev.Failure, "interrupted: context canceled")
+	assert.Equal(t, ev.Observed["cleanupRan"], true)
+	_, err = os.Stat(filepath.Join(out, "03-fake"))
+	assert.Assert(t, os.IsNotExist(err), "a scenario that did not run has no directory")
+	r := readJSON[evidence.Run](t, filepath.Join(out, "evidence.json"))
+	assert.Assert(t, r.Interrupted)
+}
+
+func TestManifestRejectsUnknownFakeOutcome(t *testing.T) {
+	doc := fmt.Sprintf(fakeManifest, strings.Repeat("a", 64)) + "  - {name: fake, params: {outcome: maybe}}\n"
+	_, err := manifest.Parse("fake.yaml", []byte(doc), scenario.NewRegistry(fake{}))
+	assert.ErrorContains(t, err, `fake.yaml:13: scenarios[0]: scenario fake: params.outcome: "maybe" is not one of`)
+}
