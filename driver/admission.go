@@ -145,10 +145,11 @@ func versionAtLeast(got, min [3]int) bool {
 	return true
 }
 
-// admit runs every admission check of prof against the Engine and image. It
+// admit runs every admission check of prof against the Engine and, with
+// withImages, the workload and dataset images. It
 // returns the Admission (always, when the Engine answered) and an
 // *AdmissionError when any check failed.
-func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config) (*Admission, error) {
+func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
 	var c checker
 	a := &Admission{Profile: prof.Name}
 	if err := checkController(prof); err != nil {
@@ -239,6 +240,13 @@ func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config)
 		c.add("datasets: API version", ">= "+req.MinAPIVersion, ver.APIVersion, gotOK && got >= dmin)
 	}
 
+	if !withImages {
+		a.Checks = c.checks
+		if failed := a.Failed(); len(failed) > 0 {
+			return a, &AdmissionError{Profile: prof.Name, Failed: failed}
+		}
+		return a, nil
+	}
 	img, err := eng.cli.ImageInspect(ctx, cfg.ImageID)
 	switch {
 	case isNotFound(err):

@@ -86,7 +86,18 @@ func (b *Backend) Admit(ctx context.Context) (*Admission, error) {
 	if err != nil {
 		return nil, err
 	}
-	return admit(ctx, eng, b.profile, &b.cfg)
+	return admit(ctx, eng, b.profile, &b.cfg, true)
+}
+
+// admitDaemon repeats the daemon part of admission (controller, /version,
+// /info) and returns the daemon ID. Cleanup runs it before acting: images
+// may be gone by then, and cleanup does not need them.
+func (b *Backend) admitDaemon(ctx context.Context, eng *engine) (string, error) {
+	adm, err := admit(ctx, eng, b.profile, &b.cfg, false)
+	if err != nil {
+		return "", err
+	}
+	return adm.Engine.DaemonID, nil
 }
 
 // Reserve validates req synchronously and returns an inert reservation

@@ -189,7 +189,7 @@ func (s *sandbox) acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	adm, err := admit(ctx, eng, b.profile, &b.cfg)
+	adm, err := admit(ctx, eng, b.profile, &b.cfg, true)
 	if err != nil {
 		return err
 	}
@@ -443,13 +443,18 @@ func (s *sandbox) destroy(ctx context.Context) error {
 	if s.untouched() {
 		return nil
 	}
+	var errs []error
 	if err := s.stopLocked(ctx); err != nil {
-		return err
+		var uncertain *UncertainError
+		if !errors.As(err, &uncertain) {
+			return err
+		}
+		// An uncertain compute create must not keep the rest alive.
+		errs = append(errs, err)
 	}
 	if err := s.checkpoint(ctx, setPhase(sandboxapi.PhaseDestroying)); err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
-	var errs []error
 	for _, role := range []sandboxapi.Role{sandboxapi.RoleExport, sandboxapi.RoleStorage, sandboxapi.RoleNetwork} {
 		if _, ok := s.resource(role); !ok {
 			continue
@@ -546,19 +551,20 @@ func (s *sandbox) removeRole(ctx context.Context, role sandboxapi.Role) error {
 	return removeByID(ctx, eng, role, res.Identity.ID)
 }
 
-// verifyDaemon repeats the daemon identity check before a cleanup effect: a
-// different daemon keeps cleanup ownership but is never acted on.
+// verifyDaemon repeats daemon admission and the identity check before a
+// cleanup effect: a changed profile or daemon keeps cleanup ownership but is
+// never acted on.
 func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
 	rec := s.RecoveryRecord()
 	if rec.Authority.Kind != sandboxapi.AuthorityVerified {
 		return nil
 	}
-	info, err := eng.cli.Info(ctx, client.InfoOptions{})
+	id, err := s.b.admitDaemon(ctx, eng)
 	if err != nil {
-		return engineFailure(err, "verify Engine identity before cleanup")
+		return err
 	}
-	if info.Info.ID != rec.Authority.BackendIdentity {
-		return &sandboxapi.StateError{Message: fmt.Sprintf("Engine at %s is daemon %q, the record's resources belong to %q", eng.socket, info.Info.ID, rec.Authority.BackendIdentity)}
+	if id != rec.Authority.BackendIdentity {
+		return &sandboxapi.StateError{Message: fmt.Sprintf("Engine at %s is daemon %q, the record's resources belong to %q", eng.socket, id, rec.Authority.BackendIdentity)}
 	}
 	return nil
 }
