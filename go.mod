@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/moby/moby/client v0.6.3
 	github.com/qualbox/qualbox/qualify v0.0.0
+	gotest.tools/v3 v3.5.2
 )
 
 require (
@@ -21,6 +22,7 @@ require (
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect

@@ -25,7 +25,7 @@ const shippedManifest = "../manifests/linux-x64-cgroupv1.yaml"
 // when nothing answers there.
 func engineClient(t *testing.T, endpoint string) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.WithHost(endpoint), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHost(endpoint))
 	assert.NilError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -294,7 +294,12 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 		}
 		failure = sc.Run(ctx, env, e.Params, rec)
 	}()
+	// Judged when Run returns: a signal during the absence checks below
+	// does not turn a completed scenario into an interrupted one.
+	interrupted := ctx.Err() != nil
 	snap := rec.Snapshot()
+	encodable(snap.Requested)
+	encodable(snap.Observed)
 	ev := &evidence.Scenario{
 		Schema: evidence.Schema, Index: idx, Name: e.Name, Namespace: env.Namespace, Params: e.Params,
 		Requested: snap.Requested, Observed: snap.Observed, Checks: snap.Checks,
@@ -324,7 +329,6 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 			ev.Resources = append(ev.Resources, r)
 		}
 	}
-	interrupted := ctx.Err() != nil
 	switch {
 	case interrupted && failure != nil:
 		ev.Failure = "interrupted: " + failure.Error()
@@ -369,4 +373,14 @@ func detail(ev *evidence.Scenario) string {
 		return "cleanup: " + ev.CleanupErrors[0]
 	}
 	return ""
+}
+
+// encodable replaces values that cannot be encoded as JSON with a note, so
+// one bad observation never loses the scenario's evidence.
+func encodable(m map[string]any) {
+	for k, v := range m {
+		if _, err := json.Marshal(v); err != nil {
+			m[k] = "unencodable: " + err.Error()
+		}
+	}
 }

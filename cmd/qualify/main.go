@@ -201,7 +201,7 @@ func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // ping. When nothing answers, the error is one line naming the socket and
 // how to start an Engine.
 func connect(ctx context.Context, endpoint string) (*client.Client, error) {
-	cli, err := client.New(client.WithHost(endpoint), client.WithAPIVersionNegotiation(), client.WithUserAgent("qualbox-qualify"))
+	cli, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"))
 	if err != nil {
 		return nil, fmt.Errorf("qualify: engine endpoint %s: %v", endpoint, err)
 	}

@@ -67,7 +67,9 @@ func (s Lifecycle) Run(ctx context.Context, env *Env, params map[string]any, rec
 	}
 	rec.Observe("stdout", string(res.Stdout))
 	rec.Observe("stderr", string(res.Stderr))
-	rec.Observe("exit", res.Exit)
+	if res.Exit.Kind != "" {
+		rec.Observe("exit", res.Exit)
+	}
 	if err == nil {
 		rec.Equal("stdout", "out\n", string(res.Stdout))
 		rec.Equal("stderr", "err\n", string(res.Stderr))
