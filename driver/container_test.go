@@ -1,0 +1,108 @@
+package driver
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"gotest.tools/v3/assert"
+
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+func testBackend(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Config{
+		Profile: "linux-x64-cgroupv1", Endpoint: "unix:///var/run/docker.sock", Namespace: "ns",
+		SpillDirectory: "/tmp", ImageID: "sha256:" + strings.Repeat("a", 64), User: User{UID: 1000, GID: 1000},
+	})
+	assert.NilError(t, err)
+	return b
+}
+
+func testPolicy() sandboxapi.Policy {
+	return sandboxapi.Policy{
+		Resources:        sandboxapi.Resources{CPUs: 0.5, MemoryBytes: 64 << 20, PIDs: 64},
+		TemporaryStorage: sandboxapi.TemporaryStorage{HomeBytes: 8 << 20, TempBytes: 8 << 20},
+		Network:          sandboxapi.Network{Kind: sandboxapi.NetworkIsolated},
+	}
+}
+
+// readback turns a create request into the inspection an Engine that
+// applied it exactly would return.
+func readback(b *Backend, spec containerSpec, name string, running bool) container.InspectResponse {
+	mounts := make([]container.MountPoint, 0, len(spec.host.Mounts))
+	for _, m := range spec.host.Mounts {
+		mounts = append(mounts, container.MountPoint{Type: m.Type, Name: m.Source, Destination: m.Target, RW: !m.ReadOnly})
+	}
+	host := *spec.host
+	cfg := *spec.config
+	return container.InspectResponse{
+		ID: strings.Repeat("c", 64), Name: "/" + name, Image: b.cfg.ImageID,
+		Config: &cfg, HostConfig: &host, Mounts: mounts,
+		State:           &container.State{Running: running, Status: map[bool]container.ContainerState{true: "running", false: "created"}[running]},
+		AppArmorProfile: b.profile.AppArmor.WorkloadProfile,
+		NetworkSettings: &container.NetworkSettings{Networks: map[string]*network.EndpointSettings{"none": {}}},
+	}
+}
+
+func TestVerifyContainerReportsEveryDifference(t *testing.T) {
+	b := testBackend(t)
+	policy := testPolicy()
+	record := newRecoveryRecord(&b.cfg, b.ns, b.profile.BackendRevision, policy)
+	spec := b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", "")
+	good := readback(b, spec, "x", true)
+	assert.NilError(t, b.verifyContainer(good, record, policy, sandboxapi.RoleCompute, "vol", "", true))
+
+	bad := readback(b, b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", ""), "x", true)
+	bad.HostConfig.Memory = 128 << 20
+	bad.HostConfig.CapAdd = []string{"NET_ADMIN"}
+	bad.HostConfig.CgroupnsMode = "host"
+	bad.Config.Env = append(bad.Config.Env, "EXTRA=1")
+	bad.AppArmorProfile = "unconfined"
+	err := b.verifyContainer(bad, record, policy, sandboxapi.RoleCompute, "vol", "", true)
+	var rb *ReadbackError
+	assert.Assert(t, errors.As(err, &rb), "got %v", err)
+	for _, field := range []string{"HostConfig.Memory", "HostConfig.CapAdd", "HostConfig.CgroupnsMode", "Config.Env", "AppArmorProfile"} {
+		found := false
+		for _, line := range rb.Differences {
+			found = found || strings.HasPrefix(line, field+":")
+		}
+		assert.Check(t, found, "%s missing from %v", field, rb.Differences)
+	}
+	var unsupported *sandboxapi.UnsupportedError
+	assert.Check(t, errors.As(err, &unsupported))
+}
+
+func TestExportAccessorMustNeverStart(t *testing.T) {
+	b := testBackend(t)
+	policy := testPolicy()
+	record := newRecoveryRecord(&b.cfg, b.ns, b.profile.BackendRevision, policy)
+	spec := b.workloadSpec(record, policy, sandboxapi.RoleExport, "vol", "")
+	assert.Check(t, spec.config.NetworkDisabled)
+	assert.Check(t, spec.host.Mounts[0].ReadOnly)
+	assert.NilError(t, b.verifyContainer(readback(b, spec, "x", false), record, policy, sandboxapi.RoleExport, "vol", "", false))
+	err := b.verifyContainer(readback(b, spec, "x", true), record, policy, sandboxapi.RoleExport, "vol", "", false)
+	assert.ErrorContains(t, err, "never started")
+}
+
+func TestWorkloadShape(t *testing.T) {
+	b := testBackend(t)
+	policy := testPolicy()
+	record := newRecoveryRecord(&b.cfg, b.ns, b.profile.BackendRevision, policy)
+	spec := b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", "")
+	h := spec.host
+	assert.Equal(t, h.NanoCPUs, int64(500_000_000))
+	assert.Equal(t, h.Memory, h.MemorySwap)
+	assert.Equal(t, *h.PidsLimit, int64(64))
+	assert.DeepEqual(t, h.CapDrop, []string{"ALL"})
+	assert.DeepEqual(t, h.SecurityOpt, []string{"no-new-privileges:true"})
+	assert.Equal(t, string(h.CgroupnsMode), "private")
+	assert.Equal(t, string(h.NetworkMode), "none")
+	assert.Equal(t, h.Tmpfs["/tmp"], "rw,nosuid,nodev,noexec,size=8388608,mode=0700,uid=1000,gid=1000")
+	assert.Check(t, h.ReadonlyRootfs && !h.Privileged)
+	assert.DeepEqual(t, spec.config.Env, FixedEnvironment)
+	assert.Equal(t, spec.config.User, "1000:1000")
+}
