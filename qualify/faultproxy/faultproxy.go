@@ -1,0 +1,495 @@
+// Package faultproxy is a Unix socket HTTP/1.1 proxy owned by a test or a
+// qualification scenario. It sits between a controller and the Engine socket
+// and injects faults into chosen Engine API calls: it can forward a request
+// and drop the Engine's reply (the effect happened, the controller never
+// learns), delay a request, cut a hijacked stream after some bytes, or
+// replace or fake a reply. Every request it sees is recorded as evidence.
+//
+// Requests are matched by method and by the path without its "/v1.xx"
+// version prefix and without the query, for example
+// Request("DELETE", `/containers/[^/]+`). Connection upgrades (101, exec
+// start and attach), keep-alive and chunked bodies pass through unchanged.
+package faultproxy
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxSocketPath is the longest Unix socket path Linux accepts (sun_path is
+// 108 bytes including the terminating NUL).
+const maxSocketPath = 107
+
+var versionPrefix = regexp.MustCompile(`^/v[0-9]+\.[0-9]+(/|$)`)
+
+// APIPath strips a "/vX.Y" version prefix and the query from a request
+// path: "/v1.41/containers/create?name=x" becomes "/containers/create".
+func APIPath(p string) string {
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	if loc := versionPrefix.FindStringIndex(p); loc != nil {
+		return "/" + p[loc[1]:]
+	}
+	return p
+}
+
+// Match selects requests by method and unversioned path. The zero Match
+// matches nothing; build one with Request.
+type Match struct {
+	method string
+	path   *regexp.Regexp
+	nth    int
+}
+
+// Request matches method (exact, e.g. "POST") and pathPattern, a regular
+// expression anchored at both ends and matched against the unversioned
+// path without query, e.g. `/containers/[^/]+/start`. It panics on an
+// invalid pattern, like regexp.MustCompile.
+func Request(method, pathPattern string) Match {
+	return Match{method: method, path: regexp.MustCompile("^(?:" + pathPattern + ")$")}
+}
+
+// Nth restricts m to the n-th matching request (1-based) seen by the rule
+// since it was installed. Without Nth every matching request is selected.
+func (m Match) Nth(n int) Match {
+	m.nth = n
+	return m
+}
+
+func (m Match) String() string {
+	if m.path == nil {
+		return "(nothing)"
+	}
+	s := m.method + " " + strings.TrimSuffix(strings.TrimPrefix(m.path.String(), "^(?:"), ")$")
+	if m.nth > 0 {
+		s += " #" + strconv.Itoa(m.nth)
+	}
+	return s
+}
+
+func (m Match) matches(method, apiPath string) bool {
+	return m.path != nil && method == m.method && m.path.MatchString(apiPath)
+}
+
+// Action names what the proxy did with one request.
+type Action string
+
+// Actions recorded in Exchange.Action.
+const (
+	ActionForward      Action = "forward"
+	ActionDropReply    Action = "drop-reply"
+	ActionDelay        Action = "delay"
+	ActionCutStream    Action = "cut-stream"
+	ActionReplaceReply Action = "replace-reply"
+	ActionAnswer       Action = "answer"
+)
+
+// Rule is one fault: a Match and what to do with the selected requests.
+type Rule struct {
+	match  Match
+	action Action
+	delay  time.Duration
+	after  int64
+	status int
+	body   string
+}
+
+func (r Rule) String() string {
+	switch r.action {
+	case ActionDelay:
+		return fmt.Sprintf("%s %s %v", r.action, r.match, r.delay)
+	case ActionCutStream:
+		return fmt.Sprintf("%s %s after %d bytes", r.action, r.match, r.after)
+	case ActionReplaceReply, ActionAnswer:
+		return fmt.Sprintf("%s %s with %d", r.action, r.match, r.status)
+	}
+	return fmt.Sprintf("%s %s", r.action, r.match)
+}
+
+// DropReply forwards selected requests to the Engine, reads the Engine's
+// whole reply (for an upgrade: its 101 head), then closes the client
+// connection without sending any of it.
+func DropReply(m Match) Rule { return Rule{match: m, action: ActionDropReply} }
+
+// Delay holds selected requests for d before forwarding them.
+func Delay(m Match, d time.Duration) Rule { return Rule{match: m, action: ActionDelay, delay: d} }
+
+// CutStream forwards selected requests; when the Engine upgrades the
+// connection (101) it pipes both ways and closes both connections once
+// afterBytes bytes of the Engine's stream (after the 101 head) reached the
+// client. A selected request that is not upgraded passes unchanged.
+func CutStream(m Match, afterBytes int64) Rule {
+	return Rule{match: m, action: ActionCutStream, after: afterBytes}
+}
+
+// ReplaceReply forwards selected requests, reads and discards the Engine's
+// reply and answers the client with status and a JSON body
+// {"message": message} instead.
+func ReplaceReply(m Match, status int, message string) Rule {
+	return Rule{match: m, action: ActionReplaceReply, status: status, body: message}
+}
+
+// Answer answers selected requests with status and a JSON body
+// {"message": message} without forwarding them to the Engine.
+func Answer(m Match, status int, message string) Rule {
+	return Rule{match: m, action: ActionAnswer, status: status, body: message}
+}
+
+// Exchange is the evidence of one request the proxy saw.
+type Exchange struct {
+	// Seq numbers requests from 1 in arrival order.
+	Seq    int
+	Method string
+	// Path is the unversioned path without query; RawURI is the request
+	// target as sent.
+	Path   string
+	RawURI string
+	// Action is what the proxy did; Rule describes the rule that applied.
+	Action Action
+	Rule   string
+	// Status is the Engine's reply status, 0 when none was read (not
+	// forwarded, or the Engine connection failed).
+	Status int
+	// Upgraded reports a 101 reply piped as a stream; StreamBytes counts
+	// Engine-to-client stream bytes passed after the head.
+	Upgraded    bool
+	StreamBytes int64
+	// Err is the first proxy-side error of the exchange, if any.
+	Err string
+}
+
+// Proxy is a running fault proxy. Close it when done: it stops accepting,
+// closes every connection and removes its socket.
+type Proxy struct {
+	socket   string
+	upstream string
+	ln       net.Listener
+
+	mu       sync.Mutex
+	rules    []Rule
+	counts   []int
+	seen     []Exchange
+	conns    map[net.Conn]struct{}
+	closed   bool
+	closing  chan struct{}
+	wg       sync.WaitGroup
+	closeErr error
+	once     sync.Once
+}
+
+// New listens on dir/name ("engine.sock" if name is empty) and forwards to
+// the Engine socket upstream (an absolute path, optionally "unix://"
+// prefixed). dir must exist; the socket path must fit a Unix socket address.
+func New(dir, upstream string, rules ...Rule) (*Proxy, error) {
+	upstream = strings.TrimPrefix(upstream, "unix://")
+	if !filepath.IsAbs(upstream) {
+		return nil, fmt.Errorf("faultproxy: upstream %q is not an absolute socket path", upstream)
+	}
+	socket := filepath.Join(dir, "engine.sock")
+	if !filepath.IsAbs(socket) {
+		return nil, fmt.Errorf("faultproxy: dir %q is not absolute", dir)
+	}
+	if len(socket) > maxSocketPath {
+		return nil, fmt.Errorf("faultproxy: socket path %s is %d bytes, Unix sockets allow %d; use a shorter dir", socket, len(socket), maxSocketPath)
+	}
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: %w", err)
+	}
+	p := &Proxy{socket: socket, upstream: upstream, ln: ln, conns: map[net.Conn]struct{}{}, closing: make(chan struct{})}
+	p.SetRules(rules...)
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+// Socket returns the proxy's socket path.
+func (p *Proxy) Socket() string { return p.socket }
+
+// Endpoint returns "unix://" + Socket().
+func (p *Proxy) Endpoint() string { return "unix://" + p.socket }
+
+// SetRules replaces the rules and restarts their occurrence counts. Rules
+// are tried in order; the first one that selects a request applies.
+func (p *Proxy) SetRules(rules ...Rule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = append([]Rule(nil), rules...)
+	p.counts = make([]int, len(rules))
+}
+
+// Seen returns a copy of every exchange so far, in arrival order.
+func (p *Proxy) Seen() []Exchange {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Exchange(nil), p.seen...)
+}
+
+// Fired returns the exchanges a rule applied to (Action other than forward).
+func (p *Proxy) Fired() []Exchange {
+	var out []Exchange
+	for _, e := range p.Seen() {
+		if e.Action != ActionForward {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Close stops the proxy, closes every open connection, waits for its
+// goroutines and removes the socket file. It is idempotent.
+func (p *Proxy) Close() error {
+	p.once.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		close(p.closing)
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		err := p.ln.Close()
+		p.wg.Wait()
+		if rerr := os.Remove(p.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		p.closeErr = err
+	})
+	return p.closeErr
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !p.track(c) {
+			return
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer p.untrack(c)
+			p.handle(c)
+		}()
+	}
+}
+
+// begin records a request and picks the rule that applies to it.
+func (p *Proxy) begin(req *http.Request) (int, Rule) {
+	apiPath := APIPath(req.URL.Path)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rule := Rule{action: ActionForward}
+	picked := false
+	for i, r := range p.rules {
+		if !r.match.matches(req.Method, apiPath) {
+			continue
+		}
+		p.counts[i]++
+		if !picked && (r.match.nth == 0 || r.match.nth == p.counts[i]) {
+			rule, picked = r, true
+		}
+	}
+	e := Exchange{Seq: len(p.seen) + 1, Method: req.Method, Path: apiPath, RawURI: req.RequestURI, Action: rule.action}
+	if picked {
+		e.Rule = rule.String()
+	}
+	p.seen = append(p.seen, e)
+	return len(p.seen) - 1, rule
+}
+
+func (p *Proxy) update(i int, f func(*Exchange)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f(&p.seen[i])
+}
+
+func (p *Proxy) fail(i int, err error) {
+	p.update(i, func(e *Exchange) {
+		if e.Err == "" {
+			e.Err = err.Error()
+		}
+	})
+}
+
+// handle serves one client connection. Each client connection gets its own
+// Engine connection, so keep-alive and upgrades map one to one.
+func (p *Proxy) handle(client net.Conn) {
+	var up net.Conn
+	defer func() {
+		if up != nil {
+			p.untrack(up)
+		}
+	}()
+	cr := bufio.NewReader(client)
+	var ur *bufio.Reader
+	for {
+		req, err := http.ReadRequest(cr)
+		if err != nil {
+			return
+		}
+		i, rule := p.begin(req)
+		if rule.action == ActionAnswer {
+			_, _ = io.Copy(io.Discard, req.Body)
+			if err := writeJSON(client, req, rule.status, rule.body); err != nil || req.Close {
+				return
+			}
+			continue
+		}
+		if rule.action == ActionDelay {
+			select {
+			case <-time.After(rule.delay):
+			case <-p.closing:
+				return
+			}
+		}
+		if up == nil {
+			up, err = net.Dial("unix", p.upstream)
+			if err != nil {
+				p.fail(i, err)
+				return
+			}
+			if !p.track(up) {
+				up = nil
+				return
+			}
+			ur = bufio.NewReader(up)
+		}
+		if err := req.Write(up); err != nil {
+			p.fail(i, fmt.Errorf("forward request: %w", err))
+			return
+		}
+		resp, err := http.ReadResponse(ur, req)
+		if err != nil {
+			p.fail(i, fmt.Errorf("read Engine reply: %w", err))
+			return
+		}
+		p.update(i, func(e *Exchange) { e.Status = resp.StatusCode })
+		switch rule.action {
+		case ActionDropReply:
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return
+		case ActionReplaceReply:
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err := writeJSON(client, req, rule.status, rule.body); err != nil || req.Close || resp.Close {
+				return
+			}
+			continue
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			p.update(i, func(e *Exchange) { e.Upgraded = true })
+			limit := int64(-1)
+			if rule.action == ActionCutStream {
+				limit = rule.after
+			}
+			p.tunnel(i, client, cr, up, ur, resp, limit)
+			return
+		}
+		if err := resp.Write(client); err != nil {
+			p.fail(i, fmt.Errorf("write reply: %w", err))
+			return
+		}
+		resp.Body.Close()
+		if req.Close || resp.Close {
+			return
+		}
+	}
+}
+
+// tunnel writes the 101 head to the client and pipes both ways. limit >= 0
+// cuts both connections after that many Engine-to-client bytes.
+func (p *Proxy) tunnel(i int, client net.Conn, cr *bufio.Reader, up net.Conn, ur *bufio.Reader, resp *http.Response, limit int64) {
+	var head strings.Builder
+	fmt.Fprintf(&head, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
+	_ = resp.Header.Write(&head)
+	head.WriteString("\r\n")
+	if _, err := io.WriteString(client, head.String()); err != nil {
+		p.fail(i, err)
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() {
+		// Client to Engine: stdin, with half-close passed on.
+		_, _ = io.Copy(up, cr)
+		if cw, ok := up.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		var src io.Reader = ur
+		if limit >= 0 {
+			src = io.LimitReader(ur, limit)
+		}
+		n, _ := io.Copy(client, src)
+		p.update(i, func(e *Exchange) { e.StreamBytes = n })
+		if limit >= 0 {
+			// Cut: the stream dies mid-flight for both sides.
+			client.Close()
+			up.Close()
+		} else if cw, ok := client.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+}
+
+// writeJSON answers req with status and an Engine-style error body.
+func writeJSON(w io.Writer, req *http.Request, status int, message string) error {
+	msg, err := json.Marshal(message)
+	if err != nil {
+		return err
+	}
+	body := "{\"message\":" + string(msg) + "}\n"
+	resp := &http.Response{
+		StatusCode:    status,
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Request:       req,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		ContentLength: int64(len(body)),
+		Body:          io.NopCloser(strings.NewReader(body)),
+		Close:         req.Close,
+	}
+	return resp.Write(w)
+}
