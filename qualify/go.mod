@@ -41,12 +41,14 @@ require (
 	go.opentelemetry.io/otel v1.35.0 // indirect
 	go.opentelemetry.io/otel/metric v1.35.0 // indirect
 	go.opentelemetry.io/otel/trace v1.35.0 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
 )
 
 require (
 	github.com/qualbox/qualbox/driver v0.0.0
 	github.com/qualbox/qualbox/profiles v0.0.0
 	github.com/qualbox/qualbox/sandboxapi v0.0.0
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 )
 
 replace (

@@ -7,6 +7,7 @@ package qualify
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -23,6 +24,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
@@ -62,6 +64,9 @@ type Config struct {
 	JSON bool
 	// Verbose prints scenario detail lines on Stderr.
 	Verbose bool
+	// SigningKey, when set, signs the complete report: Run writes
+	// evidence.dsse.json (attest.EnvelopeFile) after every other file.
+	SigningKey ed25519.PrivateKey
 }
 
 // ExitCode maps a run to the CLI's exit status: 130 when interrupted, 1
@@ -131,6 +136,7 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 	if cfg.Engine != nil {
 		run.Admission, run.Engine = admitHeader(ctx, m, cfg.ImageID, out)
 	}
+	run.Tuple = evidence.TupleOf(run)
 
 	n := len(m.Scenarios)
 	var results []*evidence.Scenario
@@ -200,6 +206,12 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 	run.Timing = evidence.NewTiming(start, time.Now())
 	if err := writeReport(out, run, results); err != nil {
 		return run, err
+	}
+	if cfg.SigningKey != nil {
+		if err := evidence.SignRun(context.WithoutCancel(ctx), out, cfg.SigningKey, run); err != nil {
+			return run, fmt.Errorf("sign report: %w", err)
+		}
+		fmt.Fprintf(stderr, "signed: %s (key %s)\n", filepath.Join(out, attest.EnvelopeFile), attest.KeyID(cfg.SigningKey.Public().(ed25519.PublicKey)))
 	}
 	if cfg.JSON {
 		data, err := evidence.MarshalJSON(run)

@@ -3,7 +3,10 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--output DIR] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--json] [--keep-image] [--verbose]
+//	qualify verify --key PUB [--json] DIR...
+//	qualify merge --key PUB [--key PUB...] [--require a,b] [--markdown|--json] DIR...
+//	qualify keygen --out DIR
 //	qualify image [--endpoint unix:///var/run/docker.sock] [--remove ID]
 //
 // run executes the manifest's scenarios and writes evidence.json,
@@ -11,6 +14,14 @@
 // directory (default reports/runs/<UTC timestamp>). When the manifest says
 // "image: build" the guest image is built first and exactly that image is
 // removed at the end, unless --keep-image.
+//
+// With --signing-key (an ed25519 PKCS#8 PEM from keygen) run signs the
+// complete report: evidence.dsse.json is a DSSE envelope around an in-toto
+// Statement whose subjects are every file's SHA-256. verify checks the
+// signature, every subject, that no file was added and the evidence
+// schemas, and names each failing file; merge verifies several reports and
+// renders one matrix of scenarios by tuple, exiting 1 unless every
+// --require scenario passed under every tuple.
 //
 // Exit status: 0 when every scenario passed, was skipped or not
 // applicable; 1 when one failed; 2 for usage and manifest errors; 3 when no
@@ -21,6 +32,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +45,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
@@ -67,18 +80,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "image":
 		return imageCmd(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return verifyCmd(ctx, args[1:], stdout, stderr)
+	case "merge":
+		return mergeCmd(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		return keygenCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "qualify: unknown command %q: allowed run, image\n", args[0])
+	fmt.Fprintf(stderr, "qualify: unknown command %q: allowed run, verify, merge, keygen, image\n", args[0])
 	usage(stderr)
 	return exitUsage
 }
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  qualify run --manifest FILE [--output DIR] [--json] [--keep-image] [--verbose]
+  qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--json] [--keep-image] [--verbose]
+  qualify verify --key PUB [--json] DIR...
+  qualify merge --key PUB [--key PUB...] [--require a,b] [--markdown|--json] DIR...
+  qualify keygen --out DIR
   qualify image [--endpoint unix:///var/run/docker.sock] [--remove ID]
 `)
 }
@@ -91,6 +113,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the run evidence as JSON on stdout instead of the table")
 	keepImage := fs.Bool("keep-image", false, "keep the guest image built for `image: build`")
 	verbose := fs.Bool("verbose", false, "print scenario detail lines on stderr")
+	signingKey := fs.String("signing-key", "", "ed25519 private key `file` (PEM PKCS#8, from qualify keygen) to sign the report with")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -103,6 +126,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitUsage
+	}
+	var key ed25519.PrivateKey
+	if *signingKey != "" {
+		if key, err = attest.LoadPrivateKey(*signingKey); err != nil {
+			fmt.Fprintf(stderr, "qualify: %v\n", err)
+			return exitUsage
+		}
 	}
 	out := *output
 	if out == "" {
@@ -125,7 +155,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	cfg := qualify.Config{
 		Manifest: m, Output: out, Registry: reg, Engine: cli, ImageID: m.Image, ImageSource: "manifest",
-		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose,
+		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
 	}
 	if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...")

@@ -185,6 +185,9 @@ type Run struct {
 	Engine     driver.EngineFacts `json:"engine"`
 	Admission  Admission          `json:"admission"`
 	Image      Image              `json:"image"`
+	// Tuple is the platform tuple this run qualifies (derived from the
+	// fields above with TupleOf).
+	Tuple Tuple `json:"tuple"`
 	// Policy is the manifest's normalized policy.
 	Policy json.RawMessage `json:"policy"`
 	User   driver.User     `json:"user"`

@@ -66,6 +66,9 @@ func renderTable(w io.Writer, r *Run, opts ...tablewriter.Option) error {
 // one-line run verdict.
 func Table(w io.Writer, r *Run) error {
 	var buf bytes.Buffer
+	for _, l := range TupleOf(r).Lines() {
+		fmt.Fprintf(&buf, "%s\n", l)
+	}
 	if err := renderTable(&buf, r); err != nil {
 		return err
 	}
@@ -86,6 +89,7 @@ func Markdown(r *Run) ([]byte, error) {
 	fmt.Fprintf(&buf, "- Engine: %s (API %s, commit %s) at `%s`\n", e.Version, e.APIVersion, e.GitCommit, r.Endpoint)
 	fmt.Fprintf(&buf, "- Host: kernel %s, %s, cgroup v%s/%s, storage %s\n", e.KernelVersion, e.OperatingSystem, e.CgroupVersion, e.CgroupDriver, e.StorageDriver)
 	fmt.Fprintf(&buf, "- containerd %s, runc %s\n", e.ContainerdCommit, e.RuncCommit)
+	fmt.Fprintf(&buf, "- Tuple: %s\n", TupleOf(r).Label())
 	fmt.Fprintf(&buf, "- Image: `%s` (%s)\n", r.Image.ID, r.Image.Source)
 	fmt.Fprintf(&buf, "- Time: %s to %s (%s)\n", r.Timing.Start.Format(time.RFC3339), r.Timing.End.Format(time.RFC3339), FormatDuration(r.Timing.Duration()))
 	if r.Interrupted {

@@ -1,0 +1,187 @@
+package evidence
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// Matrix is several verified reports rendered as scenarios by tuple, for
+// release gating. Reports with identical tuples share a column.
+type Matrix struct {
+	// Columns are the distinct tuples, in the order first seen.
+	Columns []MatrixColumn `json:"columns"`
+	// Scenarios are the scenario names, in the order first seen.
+	Scenarios []string `json:"scenarios"`
+	// Cells[i][j] is scenario i under column j.
+	Cells [][]Cell `json:"cells"`
+}
+
+// MatrixColumn is one tuple and the reports behind it.
+type MatrixColumn struct {
+	Key     string   `json:"key"`
+	Tuple   Tuple    `json:"tuple"`
+	Reports []string `json:"reports"`
+}
+
+// Cell combines one scenario's verdicts from the reports of one column:
+// failed when any failed, else passed when any passed, else the first
+// skipped/not_applicable verdict; Kind is empty when no report ran it.
+type Cell struct {
+	Kind   Kind   `json:"kind,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Passed and Runs count the reports that passed it and that list it.
+	Passed int `json:"passed"`
+	Runs   int `json:"runs"`
+}
+
+func (c Cell) String() string {
+	switch {
+	case c.Runs == 0:
+		return "-"
+	case c.Runs > 1:
+		return fmt.Sprintf("%s %d/%d", c.Kind, c.Passed, c.Runs)
+	case c.Reason != "":
+		return fmt.Sprintf("%s (%s)", c.Kind, c.Reason)
+	}
+	return string(c.Kind)
+}
+
+// Merge builds the matrix of reports (already verified).
+func Merge(reports []*Signed) *Matrix {
+	m := &Matrix{}
+	col := map[string]int{}
+	row := map[string]int{}
+	type key struct{ r, c int }
+	verdicts := map[key][]Verdict{}
+	for _, rep := range reports {
+		k, _ := json.Marshal(rep.Predicate.Tuple)
+		j, ok := col[string(k)]
+		if !ok {
+			j = len(m.Columns)
+			col[string(k)] = j
+			m.Columns = append(m.Columns, MatrixColumn{Key: fmt.Sprintf("T%d", j+1), Tuple: rep.Predicate.Tuple})
+		}
+		m.Columns[j].Reports = append(m.Columns[j].Reports, rep.Dir)
+		for _, s := range rep.Predicate.Scenarios {
+			i, ok := row[s.Name]
+			if !ok {
+				i = len(m.Scenarios)
+				row[s.Name] = i
+				m.Scenarios = append(m.Scenarios, s.Name)
+			}
+			verdicts[key{i, j}] = append(verdicts[key{i, j}], s.Verdict)
+		}
+	}
+	m.Cells = make([][]Cell, len(m.Scenarios))
+	for i := range m.Scenarios {
+		m.Cells[i] = make([]Cell, len(m.Columns))
+		for j := range m.Columns {
+			m.Cells[i][j] = combine(verdicts[key{i, j}])
+		}
+	}
+	return m
+}
+
+func combine(vs []Verdict) Cell {
+	c := Cell{Runs: len(vs)}
+	for _, v := range vs {
+		if v.Kind == Passed {
+			c.Passed++
+		}
+	}
+	for _, want := range []Kind{Failed, Passed} {
+		if i := slices.IndexFunc(vs, func(v Verdict) bool { return v.Kind == want }); i >= 0 {
+			c.Kind, c.Reason = want, vs[i].Reason
+			return c
+		}
+	}
+	if len(vs) > 0 {
+		c.Kind, c.Reason = vs[0].Kind, vs[0].Reason
+	}
+	return c
+}
+
+// Gate checks that every required scenario passed in every column (each
+// report of the column passed it). It returns one line per violation.
+func (m *Matrix) Gate(required []string) []string {
+	var out []string
+	for _, name := range required {
+		i := slices.Index(m.Scenarios, name)
+		for j, c := range m.Columns {
+			switch {
+			case i < 0:
+				out = append(out, fmt.Sprintf("%s: %s: not in any report", c.Key, name))
+			case m.Cells[i][j].Runs == 0:
+				out = append(out, fmt.Sprintf("%s: %s: not run", c.Key, name))
+			case m.Cells[i][j].Passed != m.Cells[i][j].Runs:
+				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
+			}
+		}
+	}
+	return out
+}
+
+func (m *Matrix) render(w io.Writer, opts ...tablewriter.Option) error {
+	opts = append(opts,
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAlignment(tw.AlignLeft),
+	)
+	t := tablewriter.NewTable(w, opts...)
+	header := []string{"Scenario"}
+	for _, c := range m.Columns {
+		header = append(header, c.Key)
+	}
+	t.Header(header)
+	for i, name := range m.Scenarios {
+		row := []string{name}
+		for _, c := range m.Cells[i] {
+			row = append(row, c.String())
+		}
+		if err := t.Append(row); err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}
+
+// MatrixTable renders the column legend (one tuple per line) and the
+// matrix as a plain-text table.
+func MatrixTable(w io.Writer, m *Matrix) error {
+	var buf bytes.Buffer
+	for _, c := range m.Columns {
+		fmt.Fprintf(&buf, "%s: %s (%d report(s))\n", c.Key, c.Tuple.Label(), len(c.Reports))
+	}
+	if err := m.render(&buf); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// MatrixMarkdown renders the matrix as Markdown: a legend listing every
+// column's full tuple and reports, then the table.
+func MatrixMarkdown(m *Matrix) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString("# qualbox qualification matrix\n\n")
+	for _, c := range m.Columns {
+		fmt.Fprintf(&buf, "- **%s**: %s\n", c.Key, strings.Join(c.Tuple.Lines(), "; "))
+		for _, r := range c.Reports {
+			fmt.Fprintf(&buf, "  - report `%s`\n", r)
+		}
+	}
+	buf.WriteString("\n")
+	if err := m.render(&buf, tablewriter.WithRenderer(renderer.NewMarkdown())); err != nil {
+		return nil, err
+	}
+	return []byte(strings.TrimRight(buf.String(), "\n") + "\n"), nil
+}

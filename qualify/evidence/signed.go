@@ -1,0 +1,144 @@
+package evidence
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"time"
+
+	"github.com/qualbox/qualbox/qualify/attest"
+)
+
+// PredicateType is the in-toto predicateType of a signed qualification run.
+const PredicateType = "https://qualbox.dev/evidence/v1"
+
+// PredicateSchema identifies the Predicate layout.
+const PredicateSchema = "qualbox.evidence.predicate.v1"
+
+// Predicate is the signed summary of a run header: its tuple, verdict and
+// per-scenario verdicts. Verify requires it to equal the summary derived
+// from the signed evidence.json.
+type Predicate struct {
+	Schema    string          `json:"schema"`
+	Tuple     Tuple           `json:"tuple"`
+	Verdict   Verdict         `json:"verdict"`
+	Scenarios []PredicateLine `json:"scenarios"`
+	Start     time.Time       `json:"start"`
+	End       time.Time       `json:"end"`
+}
+
+// PredicateLine is one scenario's verdict in a Predicate.
+type PredicateLine struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// PredicateOf summarises r.
+func PredicateOf(r *Run) Predicate {
+	p := Predicate{Schema: PredicateSchema, Tuple: TupleOf(r), Verdict: r.Verdict, Scenarios: []PredicateLine{}, Start: r.Timing.Start, End: r.Timing.End}
+	for _, s := range r.Scenarios {
+		p.Scenarios = append(p.Scenarios, PredicateLine{Name: s.Name, Verdict: s.Verdict})
+	}
+	return p
+}
+
+// SignRun signs the complete report in dir (every file but the envelope)
+// with key and writes attest.EnvelopeFile there.
+func SignRun(ctx context.Context, dir string, key ed25519.PrivateKey, r *Run) error {
+	_, err := attest.Sign(ctx, dir, key, PredicateType, PredicateOf(r))
+	return err
+}
+
+// Signed is a verified report.
+type Signed struct {
+	Dir       string
+	Run       *Run
+	Predicate Predicate
+	Subjects  int
+}
+
+var scenarioEvidence = regexp.MustCompile(`^[0-9]{2,}-[a-z0-9-]+/evidence\.json$`)
+
+// schemaOf returns the schema check of a report file, or nil.
+func schemaOf(name string) func([]byte) error {
+	switch {
+	case name == "evidence.json":
+		return func(data []byte) error {
+			var r Run
+			if err := attest.StrictJSON(data, &r); err != nil {
+				return err
+			}
+			if r.Schema != Schema {
+				return fmt.Errorf("schema %q: want %q", r.Schema, Schema)
+			}
+			return nil
+		}
+	case scenarioEvidence.MatchString(name):
+		return func(data []byte) error {
+			var s Scenario
+			if err := attest.StrictJSON(data, &s); err != nil {
+				return err
+			}
+			if s.Schema != Schema {
+				return fmt.Errorf("schema %q: want %q", s.Schema, Schema)
+			}
+			if want := path.Dir(name); fmt.Sprintf("%02d-%s", s.Index, s.Name) != want {
+				return fmt.Errorf("scenario %d %q does not belong in %s", s.Index, s.Name, want)
+			}
+			return nil
+		}
+	case name == "junit.xml":
+		return func(data []byte) error {
+			var v struct {
+				XMLName xml.Name `xml:"testsuites"`
+			}
+			return xml.Unmarshal(data, &v)
+		}
+	}
+	return nil
+}
+
+// VerifyRun verifies a signed report directory against key: the envelope
+// signature, every subject's digest, that no file was added, the evidence
+// schemas, and that the signed predicate agrees with evidence.json. A
+// failure is an *attest.VerifyError naming each file and problem.
+func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed, error) {
+	var run Run
+	var pred Predicate
+	st, err := attest.Verify(ctx, dir, key, attest.Options{
+		PredicateType: PredicateType,
+		Required:      []string{"evidence.json"},
+		Schema:        schemaOf,
+		Predicate: func(raw json.RawMessage, read func(string) ([]byte, error)) error {
+			if err := attest.StrictJSON(raw, &pred); err != nil {
+				return err
+			}
+			if pred.Schema != PredicateSchema {
+				return fmt.Errorf("schema %q: want %q", pred.Schema, PredicateSchema)
+			}
+			data, err := read("evidence.json")
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(data, &run); err != nil {
+				return err
+			}
+			want, _ := json.Marshal(PredicateOf(&run))
+			got, _ := json.Marshal(pred)
+			if !bytes.Equal(want, got) {
+				return errors.New("does not match the summary of evidence.json")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Signed{Dir: dir, Run: &run, Predicate: pred, Subjects: len(st.Subject)}, nil
+}

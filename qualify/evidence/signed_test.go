@@ -1,0 +1,265 @@
+package evidence_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	"gotest.tools/v3/golden"
+
+	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/evidence"
+)
+
+// signedReport writes fixedRun's report into a fresh directory, edited by
+// edit, signs it with a fresh key and returns the directory and the key
+// directory.
+func signedReport(t *testing.T, edit func(*evidence.Run)) (dir, keys string) {
+	t.Helper()
+	run, scenarios := fixedRun()
+	if edit != nil {
+		edit(run)
+	}
+	run.Tuple = evidence.TupleOf(run)
+	dir, keys = t.TempDir(), t.TempDir()
+	_, _, err := attest.GenerateKey(keys)
+	assert.NilError(t, err)
+	for _, s := range scenarios {
+		s.Schema = evidence.Schema
+		sub := filepath.Join(dir, "02-isolation")
+		assert.NilError(t, os.Mkdir(sub, 0o755))
+		assert.NilError(t, evidence.WriteJSON(filepath.Join(sub, "evidence.json"), s))
+	}
+	md, err := evidence.Markdown(run)
+	assert.NilError(t, err)
+	assert.NilError(t, evidence.WriteFile(filepath.Join(dir, "summary.md"), md))
+	junit, err := evidence.JUnit(run, scenarios)
+	assert.NilError(t, err)
+	assert.NilError(t, evidence.WriteFile(filepath.Join(dir, "junit.xml"), junit))
+	assert.NilError(t, evidence.WriteJSON(filepath.Join(dir, "evidence.json"), run))
+	key, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
+	assert.NilError(t, err)
+	assert.NilError(t, evidence.SignRun(context.Background(), dir, key, run))
+	return dir, keys
+}
+
+func pub(t *testing.T, keys string) []byte {
+	t.Helper()
+	k, err := attest.LoadPublicKey(filepath.Join(keys, attest.PublicKeyFile))
+	assert.NilError(t, err)
+	return k
+}
+
+func problems(t *testing.T, err error) []attest.Problem {
+	t.Helper()
+	var ve *attest.VerifyError
+	assert.Assert(t, errors.As(err, &ve), "want *attest.VerifyError, got %v", err)
+	return ve.Problems
+}
+
+func TestSignedRunVerifies(t *testing.T) {
+	dir, keys := signedReport(t, nil)
+	s, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	assert.NilError(t, err)
+	assert.Equal(t, s.Subjects, 4)
+	assert.Equal(t, s.Predicate.Tuple.EngineVersion, "20.10.24")
+	assert.Equal(t, len(s.Predicate.Scenarios), 4)
+
+	data, err := os.ReadFile(filepath.Join(dir, attest.EnvelopeFile))
+	assert.NilError(t, err)
+	var env struct {
+		PayloadType string `json:"payloadType"`
+		Payload     string `json:"payload"`
+		Signatures  []struct {
+			KeyID string `json:"keyid"`
+			Sig   string `json:"sig"`
+		} `json:"signatures"`
+	}
+	assert.NilError(t, json.Unmarshal(data, &env))
+	assert.Equal(t, env.PayloadType, "application/vnd.in-toto+json")
+	assert.Equal(t, len(env.Signatures), 1)
+	assert.Equal(t, env.Signatures[0].KeyID, attest.KeyID(pub(t, keys)))
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
+	assert.NilError(t, err)
+	var st attest.Statement
+	assert.NilError(t, json.Unmarshal(payload, &st))
+	assert.Equal(t, st.Type, "https://in-toto.io/Statement/v1")
+	assert.Equal(t, st.PredicateType, evidence.PredicateType)
+	var names []string
+	for _, s := range st.Subject {
+		names = append(names, s.Name)
+	}
+	assert.DeepEqual(t, names, []string{"02-isolation/evidence.json", "evidence.json", "junit.xml", "summary.md"})
+}
+
+// A one-byte change to any subject file is rejected, naming that file.
+func TestOneByteChangeToEverySubjectIsRejected(t *testing.T) {
+	dir, keys := signedReport(t, nil)
+	files, err := attest.Files(dir)
+	assert.NilError(t, err)
+	assert.Equal(t, len(files), 4)
+	for _, name := range files {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, filepath.FromSlash(name))
+			orig, err := os.ReadFile(path)
+			assert.NilError(t, err)
+			for _, at := range []int{0, len(orig) / 2, len(orig) - 1} {
+				changed := bytes.Clone(orig)
+				changed[at] ^= 0x01
+				assert.NilError(t, os.WriteFile(path, changed, 0o644))
+				_, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+				ps := problems(t, err)
+				assert.Equal(t, ps[0].File, name, "byte %d: %v", at, ps)
+				assert.Check(t, is.Contains(ps[0].Problem, "sha256 mismatch: expected "))
+				assert.Check(t, is.Contains(err.Error(), name))
+			}
+			assert.NilError(t, os.WriteFile(path, orig, 0o644))
+			_, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+			assert.NilError(t, err)
+		})
+	}
+}
+
+func TestWrongKeyIsRejected(t *testing.T) {
+	dir, _ := signedReport(t, nil)
+	other := t.TempDir()
+	_, _, err := attest.GenerateKey(other)
+	assert.NilError(t, err)
+	_, err = evidence.VerifyRun(context.Background(), dir, pub(t, other))
+	ps := problems(t, err)
+	assert.Equal(t, ps[0].File, attest.EnvelopeFile)
+	assert.Check(t, is.Contains(ps[0].Problem, "signature: no signature by key "+attest.KeyID(pub(t, other))))
+}
+
+func TestTamperedEnvelopeIsRejected(t *testing.T) {
+	for name, tamper := range map[string]func(env map[string]any){
+		"payload re-encoded with an edited statement": func(env map[string]any) {
+			p, _ := base64.StdEncoding.DecodeString(env["payload"].(string))
+			p = bytes.Replace(p, []byte(`"kind":"failed"`), []byte(`"kind":"passed"`), 1)
+			env["payload"] = base64.StdEncoding.EncodeToString(p)
+		},
+		"payloadType changed": func(env map[string]any) { env["payloadType"] = "application/json" },
+		"signature byte flipped": func(env map[string]any) {
+			sigs := env["signatures"].([]any)
+			s := sigs[0].(map[string]any)
+			raw, _ := base64.StdEncoding.DecodeString(s["sig"].(string))
+			raw[0] ^= 1
+			s["sig"] = base64.StdEncoding.EncodeToString(raw)
+		},
+		"no signatures":  func(env map[string]any) { env["signatures"] = []any{} },
+		"unknown field":  func(env map[string]any) { env["extra"] = true },
+		"keyid replaced": func(env map[string]any) { env["signatures"].([]any)[0].(map[string]any)["keyid"] = "00" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, keys := signedReport(t, nil)
+			path := filepath.Join(dir, attest.EnvelopeFile)
+			data, err := os.ReadFile(path)
+			assert.NilError(t, err)
+			var env map[string]any
+			assert.NilError(t, json.Unmarshal(data, &env))
+			tamper(env)
+			data, err = json.Marshal(env)
+			assert.NilError(t, err)
+			assert.NilError(t, os.WriteFile(path, data, 0o644))
+			_, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+			ps := problems(t, err)
+			assert.Equal(t, ps[0].File, attest.EnvelopeFile, "%v", ps)
+		})
+	}
+}
+
+func TestAddedAndRemovedFilesAreRejected(t *testing.T) {
+	dir, keys := signedReport(t, nil)
+	assert.NilError(t, os.WriteFile(filepath.Join(dir, "02-isolation", "extra.txt"), []byte("x"), 0o644))
+	_, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	ps := problems(t, err)
+	assert.DeepEqual(t, ps, []attest.Problem{{File: "02-isolation/extra.txt", Problem: "not a subject of the signed statement (added after signing)"}})
+
+	dir, keys = signedReport(t, nil)
+	assert.NilError(t, os.Remove(filepath.Join(dir, "junit.xml")))
+	_, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	ps = problems(t, err)
+	assert.Equal(t, ps[0].File, "junit.xml")
+}
+
+// A validly signed report whose evidence does not follow the schema is
+// rejected: the signer is trusted for integrity, not for well-formedness.
+func TestSchemaIsChecked(t *testing.T) {
+	dir, keys := signedReport(t, nil)
+	path := filepath.Join(dir, "evidence.json")
+	data, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(path, bytes.Replace(data, []byte(`"schema": "qualbox.evidence.v1"`), []byte(`"schema": "other"`), 1), 0o644))
+	assert.NilError(t, os.Remove(filepath.Join(dir, attest.EnvelopeFile)))
+	priv, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
+	assert.NilError(t, err)
+	run, _ := fixedRun()
+	_, err = attest.Sign(context.Background(), dir, priv, evidence.PredicateType, evidence.PredicateOf(run))
+	assert.NilError(t, err)
+	_, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	ps := problems(t, err)
+	assert.Equal(t, ps[0].File, "evidence.json")
+	assert.Check(t, is.Contains(ps[0].Problem, `schema: schema "other"`))
+}
+
+func TestKeygenRefusesOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	priv, pubPath, err := attest.GenerateKey(dir)
+	assert.NilError(t, err)
+	st, err := os.Stat(priv)
+	assert.NilError(t, err)
+	assert.Equal(t, st.Mode().Perm(), os.FileMode(0o600))
+	data, err := os.ReadFile(pubPath)
+	assert.NilError(t, err)
+	assert.Check(t, strings.HasPrefix(string(data), "-----BEGIN PUBLIC KEY-----\n"))
+	_, _, err = attest.GenerateKey(dir)
+	assert.ErrorContains(t, err, "refusing to overwrite")
+}
+
+func TestMergeMatrixGolden(t *testing.T) {
+	ctx := context.Background()
+	var reports []*evidence.Signed
+	for i, edit := range []func(*evidence.Run){
+		nil,
+		func(r *evidence.Run) { // a second run of the same tuple where isolation passed
+			r.Scenarios[1].Verdict = evidence.Verdict{Kind: evidence.Passed}
+			r.Scenarios[1].Detail = ""
+		},
+		func(r *evidence.Run) { // another lane: a newer Engine, one extra scenario
+			r.Engine.Version, r.Engine.APIVersion = "2.0.0-beta.24", "1.56"
+			r.Scenarios = append(r.Scenarios[:2], evidence.ScenarioSummary{Index: 3, Name: "memory-exhaustion", Verdict: evidence.Verdict{Kind: evidence.Passed}})
+		},
+	} {
+		dir, keys := signedReport(t, edit)
+		s, err := evidence.VerifyRun(ctx, dir, pub(t, keys))
+		assert.NilError(t, err)
+		s.Dir = []string{"reports/a", "reports/b", "reports/c"}[i]
+		reports = append(reports, s)
+	}
+	m := evidence.Merge(reports)
+	var buf bytes.Buffer
+	assert.NilError(t, evidence.MatrixTable(&buf, m))
+	golden.Assert(t, buf.String(), "matrix.golden")
+	md, err := evidence.MatrixMarkdown(m)
+	assert.NilError(t, err)
+	golden.Assert(t, string(md), "matrix.md.golden")
+
+	assert.DeepEqual(t, m.Gate([]string{"admission"}), []string(nil))
+	assert.DeepEqual(t, m.Gate([]string{"isolation", "lifecycle", "memory-exhaustion", "nope"}), []string{
+		"T1: isolation: failed 1/2",
+		"T2: isolation: failed",
+		"T1: lifecycle: skipped 0/2",
+		"T2: lifecycle: not run",
+		"T1: memory-exhaustion: not run",
+		"T1: nope: not in any report",
+		"T2: nope: not in any report",
+	})
+}
