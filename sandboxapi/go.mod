@@ -4,5 +4,6 @@ go 1.26
 
 require (
 	github.com/google/go-cmp v0.7.0
+	go.uber.org/goleak v1.3.0
 	gotest.tools/v3 v3.5.2
 )

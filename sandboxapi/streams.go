@@ -55,6 +55,7 @@ type OwnedStreams struct {
 	raw       RawStreams
 	limits    StreamLimits
 	onFailure func(error)
+	broken    bool // rejected at construction; Wait returns the failure
 
 	mu       sync.Mutex
 	cond     *sync.Cond // broadcast on every state change
@@ -114,6 +115,7 @@ func OwnStreams(raw RawStreams, limits StreamLimits, onFailure func(error)) *Own
 		}
 	}
 	if bad != nil {
+		s.broken = true
 		s.fail(bad)
 	} else {
 		s.pumps.Add(2)
@@ -138,7 +140,8 @@ func (s *OwnedStreams) Stdout() io.ReadCloser { return s.stdout }
 // Stderr returns the owned stderr reader; see OwnedStreams.
 func (s *OwnedStreams) Stderr() io.ReadCloser { return s.stderr }
 
-// Wait delegates to the raw Wait and validates its receipt. The first
+// Wait delegates to the raw Wait and validates its receipt (streams
+// rejected by OwnStreams return their failure instead). The first
 // observed receipt is kept and returned by every later call. An invalid
 // receipt or a raw error other than ctx ending is a driver_failure
 // *OperationError (a raw *OperationError is kept as is) and a failure of the
@@ -152,7 +155,7 @@ func (s *OwnedStreams) Wait(ctx context.Context) (Exit, error) {
 		return e, nil
 	}
 	s.exitMu.Unlock()
-	if s.raw.Wait == nil {
+	if s.broken {
 		return Exit{}, s.failure()
 	}
 	e, err := s.raw.Wait(ctx)
@@ -207,7 +210,7 @@ func (s *OwnedStreams) failure() error {
 	if err := s.Err(); err != nil {
 		return err
 	}
-	return NewOperationError(CodeDriverFailure, nil, "the backend supplied no exit observation")
+	return NewOperationError(CodeDriverFailure, nil, "process streams failed")
 }
 
 // fail shuts the streams down with err and calls onFailure, once.
