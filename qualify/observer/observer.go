@@ -1,0 +1,387 @@
+// Package observer reads a sandbox's cgroup from the host, independently of
+// the Engine (DESIGN.md "Observer"): given the keeper's PID it reads
+// /proc/<pid>/cgroup once to find the scope, then the scope's cgroup v1 or
+// v2 interface files (memory and memory+swap limits, OOM and oom_kill
+// events, failcnt, pids max/current/events, CPU quota/period) as often as
+// asked, and after cleanup proves the scope is gone or empty.
+//
+// Every read goes through an fs.FS rooted at the host's "/" so that cgroup
+// v2 is tested from recorded directory trees; the only Engine call is the
+// optional KeeperPID resolution of a container ID.
+package observer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// v1Unlimited is the v1 page counter's "no limit" (PAGE_COUNTER_MAX pages
+// of 4 KiB, as the kernel prints it on x86_64).
+const v1Unlimited = 9223372036854771712
+
+// Scope is a process's cgroup, resolved once from /proc/<pid>/cgroup.
+type Scope struct {
+	// PID is the process the scope was resolved from (the keeper).
+	PID int `json:"pid"`
+	// Version is 1 or 2.
+	Version int `json:"version"`
+	// ProcCgroup is /proc/<pid>/cgroup verbatim.
+	ProcCgroup string `json:"procCgroup"`
+	// Dirs maps "memory", "pids" and "cpu" to the scope's directory for
+	// that controller, relative to the fs root (no leading slash), e.g.
+	// "sys/fs/cgroup/memory/docker/<id>"; on v2 all three are the same.
+	Dirs map[string]string `json:"dirs"`
+}
+
+// controllers are the controllers the observer reads.
+var controllers = []string{"memory", "pids", "cpu"}
+
+// Resolve reads proc/<pid>/cgroup and proc/self/mountinfo in fsys (rooted at
+// the host's "/") and returns the pid's scope. cgroup v1 is chosen when the
+// memory controller has a v1 line (hybrid hosts keep an empty "0::" line
+// too); otherwise the v2 "0::<path>" line is used.
+func Resolve(fsys fs.FS, pid int) (Scope, error) {
+	s := Scope{PID: pid, Dirs: map[string]string{}}
+	data, err := fs.ReadFile(fsys, fmt.Sprintf("proc/%d/cgroup", pid))
+	if err != nil {
+		return s, fmt.Errorf("observer: read /proc/%d/cgroup: %w", pid, err)
+	}
+	s.ProcCgroup = string(data)
+	mounts := cgroupMounts(fsys)
+	v1 := map[string]string{}
+	v2 := ""
+	haveV2 := false
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			return s, fmt.Errorf("observer: /proc/%d/cgroup: malformed line %q", pid, line)
+		}
+		if parts[1] == "" {
+			v2, haveV2 = parts[2], true
+			continue
+		}
+		for c := range strings.SplitSeq(parts[1], ",") {
+			root, ok := mounts[c]
+			if !ok {
+				root = "sys/fs/cgroup/" + parts[1]
+			}
+			v1[c] = path.Join(root, parts[2])
+		}
+	}
+	if _, ok := v1["memory"]; ok {
+		s.Version = 1
+		for _, c := range controllers {
+			if d, ok := v1[c]; ok {
+				s.Dirs[c] = d
+			}
+		}
+		return s, nil
+	}
+	if !haveV2 {
+		return s, fmt.Errorf("observer: /proc/%d/cgroup names neither a v1 memory controller nor a v2 path", pid)
+	}
+	root, ok := mounts[""]
+	if !ok {
+		root = "sys/fs/cgroup"
+	}
+	s.Version = 2
+	for _, c := range controllers {
+		s.Dirs[c] = path.Join(root, v2)
+	}
+	return s, nil
+}
+
+// cgroupMounts maps each v1 controller (and "" for cgroup2) to its mount
+// point relative to the fs root, from proc/self/mountinfo; missing or
+// unreadable mountinfo yields an empty map (callers use the conventional
+// /sys/fs/cgroup layout).
+func cgroupMounts(fsys fs.FS) map[string]string {
+	out := map[string]string{}
+	data, err := fs.ReadFile(fsys, "proc/self/mountinfo")
+	if err != nil {
+		return out
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		sep := slices.Index(f, "-")
+		if sep < 0 || sep+3 >= len(f) || len(f) < 5 {
+			continue
+		}
+		mp := strings.TrimPrefix(f[4], "/")
+		switch f[sep+1] {
+		case "cgroup2":
+			// Keep the first: the unified mount of a hybrid host or the v2 root.
+			if _, ok := out[""]; !ok {
+				out[""] = mp
+			}
+		case "cgroup":
+			for o := range strings.SplitSeq(f[sep+3], ",") {
+				if slices.Contains(controllers, o) || o == "cpuacct" {
+					out[o] = mp
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Snapshot is one reading of a scope's interface files. Nil numbers are
+// unlimited ("max", -1 or the v1 page-counter maximum) or not readable;
+// Files and Errors tell which.
+type Snapshot struct {
+	// Label says when it was taken, e.g. "before", "during", "after".
+	Label   string    `json:"label"`
+	Time    time.Time `json:"time"`
+	Version int       `json:"version"`
+	// MemoryLimitBytes is memory.limit_in_bytes (v1) or memory.max (v2).
+	MemoryLimitBytes *int64 `json:"memoryLimitBytes"`
+	// MemorySwapLimitBytes is memory.memsw.limit_in_bytes (v1: memory plus
+	// swap) or memory.swap.max (v2: swap alone).
+	MemorySwapLimitBytes *int64 `json:"memorySwapLimitBytes"`
+	// MemoryUsageBytes is memory.usage_in_bytes (v1) or memory.current (v2).
+	MemoryUsageBytes *int64 `json:"memoryUsageBytes"`
+	// ShmemBytes is memory.stat shmem: tmpfs and shared memory pages
+	// charged to the scope.
+	ShmemBytes *int64 `json:"shmemBytes"`
+	// FailCount is memory.failcnt (v1 only): times the limit was hit.
+	FailCount *int64 `json:"failCount"`
+	// MaxEvents is memory.events max (v2 only): times the limit was hit.
+	MaxEvents *int64 `json:"maxEvents"`
+	// OOMEvents is memory.events oom (v2) or memory.oom_control under_oom
+	// (v1, a state rather than a count).
+	OOMEvents *int64 `json:"oomEvents"`
+	// OOMKills is memory.oom_control oom_kill (v1) or memory.events
+	// oom_kill (v2): processes the kernel's OOM killer killed in the scope.
+	OOMKills *int64 `json:"oomKills"`
+	// PidsMax, PidsCurrent and PidsMaxEvents are pids.max, pids.current and
+	// pids.events "max" (forks refused at the limit).
+	PidsMax       *int64 `json:"pidsMax"`
+	PidsCurrent   *int64 `json:"pidsCurrent"`
+	PidsMaxEvents *int64 `json:"pidsMaxEvents"`
+	// CPUQuotaMicros and CPUPeriodMicros are cpu.cfs_quota_us and
+	// cpu.cfs_period_us (v1) or the two fields of cpu.max (v2).
+	CPUQuotaMicros  *int64 `json:"cpuQuotaMicros"`
+	CPUPeriodMicros *int64 `json:"cpuPeriodMicros"`
+	// Procs are the PIDs in the memory scope's cgroup.procs.
+	Procs []int `json:"procs"`
+	// Files maps each file read (relative to the fs root) to its trimmed
+	// content; Errors lists files that could not be read.
+	Files  map[string]string `json:"files"`
+	Errors []string          `json:"errors,omitempty"`
+}
+
+// Read takes a snapshot of s labelled label.
+func (s Scope) Read(fsys fs.FS, label string) Snapshot {
+	snap := Snapshot{Label: label, Time: time.Now().UTC(), Version: s.Version, Files: map[string]string{}}
+	read := func(ctrl, name string) (string, bool) {
+		dir, ok := s.Dirs[ctrl]
+		if !ok {
+			snap.Errors = append(snap.Errors, ctrl+": controller not in /proc/<pid>/cgroup")
+			return "", false
+		}
+		p := path.Join(dir, name)
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			snap.Errors = append(snap.Errors, fmt.Sprintf("%s: %v", p, err))
+			return "", false
+		}
+		v := strings.TrimSpace(string(data))
+		if name != "memory.stat" {
+			snap.Files[p] = v
+		}
+		return v, true
+	}
+	num := func(ctrl, name string) *int64 {
+		v, ok := read(ctrl, name)
+		if !ok {
+			return nil
+		}
+		return limit(v)
+	}
+	key := func(ctrl, name, k string) *int64 {
+		v, ok := read(ctrl, name)
+		if !ok {
+			return nil
+		}
+		return keyed(v, k)
+	}
+	if s.Version == 1 {
+		snap.MemoryLimitBytes = num("memory", "memory.limit_in_bytes")
+		snap.MemorySwapLimitBytes = num("memory", "memory.memsw.limit_in_bytes")
+		snap.MemoryUsageBytes = num("memory", "memory.usage_in_bytes")
+		snap.FailCount = num("memory", "memory.failcnt")
+		if oc, ok := read("memory", "memory.oom_control"); ok {
+			snap.OOMEvents, snap.OOMKills = keyed(oc, "under_oom"), keyed(oc, "oom_kill")
+		}
+		snap.ShmemBytes = key("memory", "memory.stat", "shmem")
+		snap.CPUQuotaMicros = num("cpu", "cpu.cfs_quota_us")
+		snap.CPUPeriodMicros = num("cpu", "cpu.cfs_period_us")
+	} else {
+		snap.MemoryLimitBytes = num("memory", "memory.max")
+		snap.MemorySwapLimitBytes = num("memory", "memory.swap.max")
+		snap.MemoryUsageBytes = num("memory", "memory.current")
+		if ev, ok := read("memory", "memory.events"); ok {
+			snap.MaxEvents, snap.OOMEvents, snap.OOMKills = keyed(ev, "max"), keyed(ev, "oom"), keyed(ev, "oom_kill")
+		}
+		snap.ShmemBytes = key("memory", "memory.stat", "shmem")
+		if cm, ok := read("cpu", "cpu.max"); ok {
+			if f := strings.Fields(cm); len(f) == 2 {
+				snap.CPUQuotaMicros, snap.CPUPeriodMicros = limit(f[0]), limit(f[1])
+			}
+		}
+	}
+	snap.PidsMax = num("pids", "pids.max")
+	snap.PidsCurrent = num("pids", "pids.current")
+	snap.PidsMaxEvents = key("pids", "pids.events", "max")
+	if procs, ok := read("memory", "cgroup.procs"); ok {
+		snap.Procs = pids(procs)
+	}
+	return snap
+}
+
+// limit parses a number; "max", negative values and the v1 page-counter
+// maximum are nil (unlimited), as is anything unparsable.
+func limit(v string) *int64 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n >= v1Unlimited {
+		return nil
+	}
+	return &n
+}
+
+// keyed returns the value of "<k> <n>" in a flat-keyed file.
+func keyed(content, k string) *int64 {
+	for line := range strings.SplitSeq(content, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == k {
+			if n, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				return &n
+			}
+		}
+	}
+	return nil
+}
+
+func pids(content string) []int {
+	out := []int{}
+	for f := range strings.FieldsSeq(content) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Absence is the state of a scope after cleanup.
+type Absence struct {
+	// Gone is true when every directory of the scope is absent.
+	Gone bool `json:"gone"`
+	// Empty is true when every remaining directory has no process in
+	// cgroup.procs (and, on v1, tasks).
+	Empty bool `json:"empty"`
+	// Dirs maps each directory to "absent", "empty" or "procs: <pids>".
+	Dirs map[string]string `json:"dirs"`
+}
+
+// OK reports whether the scope is gone or empty.
+func (a Absence) OK() bool { return a.Gone || a.Empty }
+
+func (a Absence) String() string {
+	switch {
+	case a.Gone:
+		return "gone"
+	case a.Empty:
+		return "empty"
+	}
+	return "occupied"
+}
+
+// Absence checks, without waiting, that every directory of s is gone or
+// has no processes.
+func (s Scope) Absence(fsys fs.FS) Absence {
+	a := Absence{Gone: true, Empty: true, Dirs: map[string]string{}}
+	seen := map[string]bool{}
+	for _, c := range controllers {
+		dir, ok := s.Dirs[c]
+		if !ok || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if _, err := fs.Stat(fsys, dir); errors.Is(err, fs.ErrNotExist) {
+			a.Dirs[dir] = "absent"
+			continue
+		}
+		a.Gone = false
+		var procs []int
+		files := []string{"cgroup.procs"}
+		if s.Version == 1 {
+			files = append(files, "tasks")
+		}
+		for _, f := range files {
+			data, err := fs.ReadFile(fsys, path.Join(dir, f))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed between the stat and the read
+			}
+			if err != nil {
+				a.Empty = false
+				a.Dirs[dir] = "unreadable: " + err.Error()
+				continue
+			}
+			procs = append(procs, pids(string(data))...)
+		}
+		if _, bad := a.Dirs[dir]; bad {
+			continue
+		}
+		if len(procs) > 0 {
+			a.Empty = false
+			a.Dirs[dir] = fmt.Sprintf("procs: %v", procs)
+		} else {
+			a.Dirs[dir] = "empty"
+		}
+	}
+	if a.Gone {
+		a.Empty = true
+	}
+	return a
+}
+
+// WaitAbsent polls s.Absence every interval until it is OK or ctx ends,
+// and returns the last reading.
+func (s Scope) WaitAbsent(ctx context.Context, fsys fs.FS, interval time.Duration) Absence {
+	for {
+		a := s.Absence(fsys)
+		if a.OK() {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			return a
+		case <-time.After(interval):
+		}
+	}
+}
+
+// KeeperPID resolves a running container's keeper (PID 1) host PID through
+// the Engine: the one Engine call the observer makes, before any reading.
+func KeeperPID(ctx context.Context, cli *client.Client, containerID string) (int, error) {
+	res, err := cli.ContainerInspect(ctx, containerID, client.ContainerInspectOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("observer: inspect container %s: %w", containerID, err)
+	}
+	st := res.Container.State
+	if st == nil || !st.Running || st.Pid <= 0 {
+		return 0, fmt.Errorf("observer: container %s is not running", containerID)
+	}
+	return st.Pid, nil
+}
