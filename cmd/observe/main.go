@@ -48,10 +48,10 @@ import (
 )
 
 const (
-	exitOK       = 0
-	exitFailed   = 1
-	exitUsage    = 2
-	exitResolve  = 3
+	exitOK        = 0
+	exitFailed    = 1
+	exitUsage     = 2
+	exitResolve   = 3
 	defaultEngine = "unix:///var/run/docker.sock"
 )
 
