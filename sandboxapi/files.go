@@ -461,12 +461,18 @@ func (d *dirSink) Entry(e Entry, body io.Reader) error {
 	host := filepath.Join(d.staging, filepath.FromSlash(e.Path))
 	if e.Kind == EntryDir {
 		if err := os.Mkdir(host, 0o700); err != nil {
-			return fmt.Errorf("sandbox: export sink %s: %w", e.Path, err)
+			// A repeated directory is left to the backend's duplicate check,
+			// which fails the export before Commit.
+			if st, serr := os.Lstat(host); serr != nil || !st.IsDir() {
+				return fmt.Errorf("sandbox: export sink %s: %w", e.Path, err)
+			}
 		}
 		d.open = append(d.open, openDir{rel: e.Path, mode: e.Mode})
 		return nil
 	}
-	f, err := os.OpenFile(host, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	// O_TRUNC rather than O_EXCL: a repeated file is left to the backend's
+	// duplicate check, which fails the export before Commit.
+	f, err := os.OpenFile(host, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("sandbox: export sink %s: %w", e.Path, err)
 	}

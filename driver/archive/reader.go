@@ -537,3 +537,31 @@ func (t *Tree) Add(name string, dir bool) error {
 	}
 	return nil
 }
+
+// Err returns the Reader's sticky error, if any.
+func (r *Reader) Err() error { return r.err }
+
+// CheckHead checks the first bytes of an outgoing archive: at least one
+// block, no compression magic (a compressed body makes some Engines run
+// decompressors from the container), and a valid header or zero block.
+func CheckHead(b []byte) error {
+	for _, m := range []struct{ name, magic string }{
+		{"gzip", "\x1f\x8b"}, {"bzip2", "BZh"}, {"xz", "\xfd7zXZ\x00"}, {"zstd", "\x28\xb5\x2f\xfd"}, {"lz4", "\x04\x22\x4d\x18"},
+	} {
+		if bytes.HasPrefix(b, []byte(m.magic)) {
+			return fmt.Errorf("archive body starts with %s magic: only uncompressed tar is sent", m.name)
+		}
+	}
+	if len(b) < BlockSize {
+		return fmt.Errorf("archive body of %d bytes is shorter than one tar block", len(b))
+	}
+	var blk [BlockSize]byte
+	copy(blk[:], b)
+	if isZero(blk[:]) {
+		return nil
+	}
+	if err := checkBlock(&blk); err != nil {
+		return fmt.Errorf("archive body does not start with a tar header: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,444 @@
+package driver_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+func transferer(t *testing.T, sb sandboxapi.Sandbox) sandboxapi.Transferer {
+	t.Helper()
+	tr, ok := sb.(sandboxapi.Transferer)
+	assert.Assert(t, ok, "the Docker sandbox implements sandboxapi.Transferer")
+	return tr
+}
+
+// memSource yields fixed entries in order.
+type memSource struct {
+	ents   []sandboxapi.Entry
+	bodies map[string]string
+	i      int
+}
+
+func (m *memSource) Next() (sandboxapi.Entry, io.Reader, error) {
+	if m.i >= len(m.ents) {
+		return sandboxapi.Entry{}, nil, io.EOF
+	}
+	e := m.ents[m.i]
+	m.i++
+	if e.Kind == sandboxapi.EntryDir {
+		return e, nil, nil
+	}
+	return e, strings.NewReader(m.bodies[e.Path]), nil
+}
+
+func dirE(p string, mode fs.FileMode) sandboxapi.Entry {
+	return sandboxapi.Entry{Path: p, Kind: sandboxapi.EntryDir, Mode: mode}
+}
+
+func fileE(p string, mode fs.FileMode, size int) sandboxapi.Entry {
+	return sandboxapi.Entry{Path: p, Kind: sandboxapi.EntryFile, Mode: mode, Size: int64(size)}
+}
+
+// recordingSink keeps what it receives and whether it was committed.
+type recordingSink struct {
+	entries              []sandboxapi.Entry
+	bodies               map[string]string
+	committed, discarded bool
+}
+
+func (r *recordingSink) Begin() error { r.bodies = map[string]string{}; return nil }
+func (r *recordingSink) Entry(e sandboxapi.Entry, body io.Reader) error {
+	r.entries = append(r.entries, e)
+	if body != nil {
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return err
+		}
+		r.bodies[e.Path] = string(b)
+	}
+	return nil
+}
+func (r *recordingSink) Commit() error  { r.committed = true; return nil }
+func (r *recordingSink) Discard() error { r.discarded = true; return nil }
+
+type node struct {
+	Mode fs.FileMode
+	Body string
+}
+
+// snapshot reads a host tree without following links.
+func snapshot(t *testing.T, root string) map[string]node {
+	t.Helper()
+	out := map[string]node{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n := node{Mode: info.Mode() & (fs.ModeType | fs.ModePerm)}
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			n.Body = string(b)
+		}
+		out[filepath.ToSlash(rel)] = n
+		return nil
+	})
+	assert.NilError(t, err)
+	return out
+}
+
+// Names from real bug reports: 101 and 250 characters, a path over 255
+// bytes, non-ASCII names, empty files and directories, mode bits.
+func bugReportTree(t *testing.T) string {
+	t.Helper()
+	src := t.TempDir()
+	name101 := strings.Repeat("a", 97) + ".txt"
+	name250 := strings.Repeat("b", 246) + ".bin"
+	deep := filepath.Join("deep", strings.Repeat("c", 120), strings.Repeat("d", 120))
+	must := func(err error) { t.Helper(); assert.NilError(t, err) }
+	must(os.MkdirAll(filepath.Join(src, deep), 0o755))
+	must(os.WriteFile(filepath.Join(src, deep, strings.Repeat("e", 60)+".txt"), []byte("over 255 bytes of path"), 0o644))
+	must(os.WriteFile(filepath.Join(src, name101), []byte("101"), 0o644))
+	must(os.WriteFile(filepath.Join(src, name250), []byte(strings.Repeat("x", 70000)), 0o640))
+	must(os.MkdirAll(filepath.Join(src, "données", "日本語"), 0o750))
+	must(os.WriteFile(filepath.Join(src, "données", "日本語", "ファイル.txt"), []byte("héllo"), 0o600))
+	must(os.WriteFile(filepath.Join(src, "empty"), nil, 0o644))
+	must(os.Mkdir(filepath.Join(src, "emptydir"), 0o700))
+	must(os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh\necho ok\n"), 0o755))
+	must(os.MkdirAll(filepath.Join(src, "artifacts", "nested"), 0o755))
+	must(os.WriteFile(filepath.Join(src, "artifacts", "nested", "report.txt"), []byte("report"), 0o644))
+	must(os.Chmod(filepath.Join(src, "artifacts"), 0o711))
+	return src
+}
+
+func TestTransferRoundTrip(t *testing.T) {
+	b := newBackend(t)
+	sb := started(t, b, enginetest.Policy())
+	tr := transferer(t, sb)
+	src := bugReportTree(t)
+	want := snapshot(t, src)
+	assert.Check(t, len(want) > 10)
+
+	assert.NilError(t, tr.ImportTree(context.Background(), sandboxapi.DirSource(src), sandboxapi.TransferOptions{}))
+
+	// Export needs stopped compute.
+	err := tr.ExportTree(context.Background(), sandboxapi.Whole(), &recordingSink{}, sandboxapi.TransferOptions{})
+	var state *sandboxapi.StateError
+	assert.Check(t, errors.As(err, &state), "export while compute runs: %v", err)
+
+	// Ownership and modes as the guest sees them.
+	r := run(t, sb, nil, "/bin/sh", "-c", `stat -c '%u:%g %a %n' run.sh empty emptydir artifacts données/日本語/ファイル.txt`)
+	assert.Check(t, is.Equal(string(r.stdout), "65534:65534 755 run.sh\n65534:65534 644 empty\n65534:65534 700 emptydir\n65534:65534 711 artifacts\n65534:65534 600 données/日本語/ファイル.txt\n"), "stderr: %s", r.stderr)
+	err = tr.ImportTree(context.Background(), sandboxapi.DirSource(src), sandboxapi.TransferOptions{})
+	assert.Check(t, errors.As(err, &state), "import after process reservation: %v", err)
+
+	assert.NilError(t, sb.Stop(context.Background()))
+
+	dest := filepath.Join(t.TempDir(), "whole")
+	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Whole(), sandboxapi.DirSink(dest), sandboxapi.TransferOptions{}))
+	assert.DeepEqual(t, snapshot(t, dest), want)
+
+	sub := filepath.Join(t.TempDir(), "sub")
+	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Subtree("artifacts/nested"), sandboxapi.DirSink(sub), sandboxapi.TransferOptions{}))
+	assert.DeepEqual(t, snapshot(t, sub), map[string]node{
+		"artifacts":                   {Mode: fs.ModeDir | 0o711},
+		"artifacts/nested":            {Mode: fs.ModeDir | 0o755},
+		"artifacts/nested/report.txt": {Mode: 0o644, Body: "report"},
+	})
+
+	one := &recordingSink{}
+	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.File("données/日本語/ファイル.txt"), one, sandboxapi.TransferOptions{}))
+	assert.Check(t, one.committed && !one.discarded)
+	assert.DeepEqual(t, one.entries, []sandboxapi.Entry{
+		dirE("données", 0o750), dirE("données/日本語", 0o750), fileE("données/日本語/ファイル.txt", 0o600, 6),
+	})
+	assert.Equal(t, one.bodies["données/日本語/ファイル.txt"], "héllo")
+
+	// Selections of the wrong kind or of nothing are validation errors.
+	for _, sel := range []sandboxapi.Selection{sandboxapi.File("artifacts"), sandboxapi.Subtree("run.sh"), sandboxapi.File("missing"), sandboxapi.File("../etc/passwd")} {
+		err := tr.ExportTree(context.Background(), sel, &recordingSink{}, sandboxapi.TransferOptions{})
+		var ve *sandboxapi.ValidationError
+		assert.Check(t, errors.As(err, &ve), "%v: %v", sel, err)
+	}
+	// Quotas and deadlines.
+	q := &recordingSink{}
+	err = tr.ExportTree(context.Background(), sandboxapi.Whole(), q, sandboxapi.TransferOptions{MaxEntries: 3})
+	assert.Check(t, isOp(err, sandboxapi.CodeTransferLimit), "%v", err)
+	assert.Check(t, q.discarded && !q.committed)
+	err = tr.ExportTree(context.Background(), sandboxapi.Whole(), &recordingSink{}, sandboxapi.TransferOptions{MaxBytes: 1000})
+	assert.Check(t, isOp(err, sandboxapi.CodeTransferLimit), "%v", err)
+	err = tr.ExportTree(context.Background(), sandboxapi.Whole(), &recordingSink{}, sandboxapi.TransferOptions{Deadline: time.Now().Add(-time.Second)})
+	assert.Check(t, isOp(err, sandboxapi.CodeDeadlineExceeded), "%v", err)
+}
+
+func TestImportRejectsBadSources(t *testing.T) {
+	b := newBackend(t)
+	sb := started(t, b, enginetest.Policy())
+	tr := transferer(t, sb)
+	for _, tc := range []struct {
+		name string
+		src  *memSource
+		opts sandboxapi.TransferOptions
+		code sandboxapi.Code
+		msg  string
+	}{
+		{"child before parent", &memSource{ents: []sandboxapi.Entry{fileE("p/q", 0o644, 0)}}, sandboxapi.TransferOptions{}, "", "parent directory"},
+		{"duplicate", &memSource{ents: []sandboxapi.Entry{dirE("d", 0o755), fileE("d/a", 0o644, 0), fileE("d/b", 0o644, 0), fileE("d/a", 0o644, 0)}}, sandboxapi.TransferOptions{}, "", "duplicate"},
+		{"traversal", &memSource{ents: []sandboxapi.Entry{fileE("../x", 0o644, 0)}}, sandboxapi.TransferOptions{}, "", "not canonical"},
+		{"short body", &memSource{ents: []sandboxapi.Entry{fileE("s", 0o644, 10)}, bodies: map[string]string{"s": "abc"}}, sandboxapi.TransferOptions{}, "", "3 of its declared 10"},
+		{"long body", &memSource{ents: []sandboxapi.Entry{fileE("l", 0o644, 1)}, bodies: map[string]string{"l": "abc"}}, sandboxapi.TransferOptions{}, "", "more than"},
+		{"entry quota", &memSource{ents: []sandboxapi.Entry{dirE("a", 0o755), dirE("b", 0o755)}}, sandboxapi.TransferOptions{MaxEntries: 1}, sandboxapi.CodeTransferLimit, "\"b\""},
+		{"byte quota", &memSource{ents: []sandboxapi.Entry{fileE("big", 0o644, 5)}, bodies: map[string]string{"big": "12345"}}, sandboxapi.TransferOptions{MaxBytes: 4}, sandboxapi.CodeTransferLimit, "4 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tr.ImportTree(context.Background(), tc.src, tc.opts)
+			assert.ErrorContains(t, err, tc.msg)
+			if tc.code != "" {
+				assert.Check(t, isOp(err, tc.code), "%v", err)
+			} else {
+				var ve *sandboxapi.ValidationError
+				assert.Check(t, errors.As(err, &ve), "%v", err)
+			}
+		})
+	}
+	// Nothing of the rejected sources reached the workspace except entries
+	// before the failure point; the sandbox still imports a good tree.
+	assert.NilError(t, tr.ImportTree(context.Background(), &memSource{ents: []sandboxapi.Entry{dirE("ok", 0o755), fileE("ok/f", 0o644, 2)}, bodies: map[string]string{"ok/f": "hi"}}, sandboxapi.TransferOptions{}))
+	r := run(t, sb, nil, "/bin/sh", "-c", "cat ok/f; ls ..; test -e p || echo no-p; test -e ../x || echo no-x")
+	assert.Check(t, is.Equal(string(r.stdout), "hiwork\nno-p\nno-x\n"), "stderr: %s", r.stderr)
+}
+
+// A guest-planted symlink is never followed by export, a hardlink alias of
+// a selected file exports as its bytes, and nothing lands on the host.
+func TestExportNeverFollowsGuestLinks(t *testing.T) {
+	b := newBackend(t)
+	sb := started(t, b, enginetest.Policy())
+	tr := transferer(t, sb)
+	r := run(t, sb, nil, "/bin/sh", "-c", "mkdir -p sub && echo hi > sub/f && ln sub/f alias && ln -s / escape && ln -s / sub/link && echo planted")
+	assert.Assert(t, is.Equal(string(r.stdout), "planted\n"), "stderr: %s", r.stderr)
+	assert.NilError(t, sb.Stop(context.Background()))
+
+	parent := t.TempDir()
+	for _, sel := range []sandboxapi.Selection{
+		sandboxapi.Subtree("escape"), sandboxapi.Subtree("escape/etc"), sandboxapi.File("escape/etc/passwd"),
+		sandboxapi.File("sub/link"), sandboxapi.Subtree("sub/link"), sandboxapi.File("escape"),
+	} {
+		dest := filepath.Join(parent, "out")
+		err := tr.ExportTree(context.Background(), sel, sandboxapi.DirSink(dest), sandboxapi.TransferOptions{})
+		var ve *sandboxapi.ValidationError
+		assert.Check(t, errors.As(err, &ve), "%v: %v", sel, err)
+		assert.Check(t, is.ErrorContains(err, "symbolic link"), "%v", sel)
+	}
+	err := tr.ExportTree(context.Background(), sandboxapi.Whole(), sandboxapi.DirSink(filepath.Join(parent, "out")), sandboxapi.TransferOptions{})
+	assert.Check(t, isOp(err, sandboxapi.CodeInvalidArchive), "%v", err)
+	assert.Check(t, is.ErrorContains(err, "link"))
+	left, _ := os.ReadDir(parent)
+	assert.Check(t, is.Len(left, 0), "no host path is written, staging removed")
+
+	for _, p := range []string{"alias", "sub/f"} {
+		one := &recordingSink{}
+		assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.File(p), one, sandboxapi.TransferOptions{}))
+		assert.Check(t, is.Equal(one.bodies[p], "hi\n"), "hardlink alias %s exports as its bytes", p)
+	}
+}
+
+// A sparse 8 GiB file is one byte over the archive bound: exported as a
+// transfer_limit error, never as a short file.
+func TestExportSparse8GiB(t *testing.T) {
+	b := newBackend(t)
+	sb := started(t, b, enginetest.Policy())
+	tr := transferer(t, sb)
+	r := run(t, sb, nil, "/bin/sh", "-c", "dd if=/dev/zero of=big bs=1 count=0 seek=8589934592 2>/dev/null && stat -c %s big")
+	assert.Assert(t, is.Equal(string(r.stdout), "8589934592\n"), "stderr: %s", r.stderr)
+	assert.NilError(t, sb.Stop(context.Background()))
+	for _, sel := range []sandboxapi.Selection{sandboxapi.File("big"), sandboxapi.Whole()} {
+		dest := filepath.Join(t.TempDir(), "out")
+		start := time.Now()
+		err := tr.ExportTree(context.Background(), sel, sandboxapi.DirSink(dest), sandboxapi.TransferOptions{})
+		assert.Check(t, isOp(err, sandboxapi.CodeTransferLimit), "%v: %v", sel, err)
+		assert.Check(t, is.ErrorContains(err, "8 GiB - 1"))
+		assert.Check(t, is.ErrorContains(err, "big"))
+		assert.Check(t, time.Since(start) < 30*time.Second, "rejected at the header, not after streaming 8 GiB")
+		_, serr := os.Stat(dest)
+		assert.Check(t, errors.Is(serr, fs.ErrNotExist), "no short file lands")
+	}
+}
+
+// craftingProxy forwards everything to the real Engine but replaces the body
+// of GET .../archive with a crafted archive, keeping the Engine's stat
+// header: the driver's validator sees exactly what a hostile Engine or
+// volume could send.
+type craftingProxy struct {
+	sock string
+	mu   sync.Mutex
+	body []byte
+}
+
+func newCraftingProxy(t *testing.T) *craftingProxy {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "qb-proxy")
+	assert.NilError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &craftingProxy{sock: filepath.Join(dir, "engine.sock")}
+	ln, err := net.Listen("unix", p.sock)
+	assert.NilError(t, err)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", enginetest.Socket())
+		}},
+		ModifyResponse: func(resp *http.Response) error {
+			p.mu.Lock()
+			body := p.body
+			p.mu.Unlock()
+			if body != nil && resp.Request.Method == http.MethodGet && strings.HasSuffix(resp.Request.URL.Path, "/archive") && resp.StatusCode == http.StatusOK {
+				resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				resp.ContentLength = int64(len(body))
+				resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+			}
+			return nil
+		},
+	}
+	srv := &http.Server{Handler: rp}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return p
+}
+
+func (p *craftingProxy) set(body []byte) {
+	p.mu.Lock()
+	p.body = body
+	p.mu.Unlock()
+}
+
+type craftEnt struct {
+	name string
+	typ  byte
+	body string
+}
+
+func craftTar(t *testing.T, ents ...craftEnt) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range ents {
+		typ := e.typ
+		if typ == 0 {
+			typ = tar.TypeReg
+		}
+		h := &tar.Header{Name: e.name, Typeflag: typ, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}
+		if typ == tar.TypeReg {
+			h.Size = int64(len(e.body))
+		}
+		if typ == tar.TypeDir {
+			h.Mode = 0o755
+		}
+		assert.NilError(t, tw.WriteHeader(h))
+		if typ == tar.TypeReg {
+			_, err := io.WriteString(tw, e.body)
+			assert.NilError(t, err)
+		}
+	}
+	assert.NilError(t, tw.Close())
+	return buf.Bytes()
+}
+
+func TestExportRejectsCraftedArchives(t *testing.T) {
+	proxy := newCraftingProxy(t)
+	b := newBackend(t, func(c *driver.Config) { c.Endpoint = "unix://" + proxy.sock })
+	sb := started(t, b, enginetest.Policy())
+	tr := transferer(t, sb)
+	assert.NilError(t, sb.Stop(context.Background()))
+
+	root := craftEnt{name: "work/", typ: tar.TypeDir}
+	good := craftTar(t, root, craftEnt{name: "work/a", body: "hello"})
+	badSum := bytes.Clone(good)
+	badSum[512+5] = 'b' // work/a -> work/b without a new checksum
+	sparse := craftTar(t, root)
+	sparse = sparse[:512] // root header, no end blocks
+	sparse = append(sparse, gnuSparseHeader("work/s")...)
+	sparse = append(sparse, make([]byte, 1024)...)
+	for _, tc := range []struct {
+		name, entry, reason string
+		body                []byte
+	}{
+		{"dotdot", "work/../evil", "traversal", craftTar(t, root, craftEnt{name: "work/../evil", body: "x"})},
+		{"absolute", "/etc/passwd", "absolute", craftTar(t, root, craftEnt{name: "/etc/passwd", body: "x"})},
+		{"duplicate", "work/a", "duplicate", craftTar(t, root, craftEnt{name: "work/a", body: "1"}, craftEnt{name: "work/b"}, craftEnt{name: "work/a", body: "2"})},
+		{"file used as directory", "work/x/y", "conflicting ancestor", craftTar(t, root, craftEnt{name: "work/x", body: "1"}, craftEnt{name: "work/x/y", body: "2"})},
+		{"truncated body", "work/a", "truncated", good[:1024+3]},
+		{"bad checksum", "work/b", "checksum", badSum},
+		{"missing end blocks", "", "end-of-archive", good[:len(good)-1024]},
+		{"device node", "work/null", "device", craftTar(t, root, craftEnt{name: "work/null", typ: tar.TypeChar})},
+		{"fifo", "work/pipe", "FIFO", craftTar(t, root, craftEnt{name: "work/pipe", typ: tar.TypeFifo})},
+		{"gnu sparse", "work/s", "sparse", sparse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy.set(tc.body)
+			defer proxy.set(nil)
+			parent := t.TempDir()
+			err := tr.ExportTree(context.Background(), sandboxapi.Whole(), sandboxapi.DirSink(filepath.Join(parent, "out")), sandboxapi.TransferOptions{})
+			assert.Check(t, isOp(err, sandboxapi.CodeInvalidArchive), "%v", err)
+			assert.Check(t, is.ErrorContains(err, tc.reason))
+			if tc.entry != "" {
+				assert.Check(t, is.ErrorContains(err, fmt.Sprintf("%q", tc.entry)))
+			}
+			left, _ := os.ReadDir(parent)
+			assert.Check(t, is.Len(left, 0), "destination unchanged")
+		})
+	}
+	// The same sandbox exports normally without the crafted body.
+	one := &recordingSink{}
+	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Whole(), one, sandboxapi.TransferOptions{}))
+	assert.Check(t, one.committed && len(one.entries) == 0)
+}
+
+func gnuSparseHeader(name string) []byte {
+	b := make([]byte, 512)
+	copy(b, name)
+	copy(b[100:], "0000644\x00")
+	copy(b[108:], "0000000\x00")
+	copy(b[116:], "0000000\x00")
+	copy(b[124:], "00000000000\x00")
+	copy(b[136:], "14000000000\x00")
+	b[156] = 'S'
+	copy(b[257:], "ustar  \x00")
+	sum := 0
+	for i, c := range b {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		sum += int(c)
+	}
+	copy(b[148:], fmt.Sprintf("%06o\x00 ", sum))
+	return b
+}
