@@ -110,8 +110,8 @@ type StreamLimits struct {
 }
 
 // Policy is a normalized sandbox policy (seed SandboxPolicy): every field is
-// set and within the seed's bounds. Obtain one from ParsePolicy or
-// NormalizePolicy.
+// set and within the seed's bounds. Obtain one from ParsePolicy,
+// ParseRequest or Policy.Normalize.
 type Policy struct {
 	Resources          Resources          `json:"resources"`
 	TemporaryStorage   TemporaryStorage   `json:"temporaryStorage"`

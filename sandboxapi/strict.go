@@ -231,14 +231,6 @@ func (n node) str() string {
 	return s
 }
 
-func (n node) boolean() bool {
-	b, ok := n.v.(bool)
-	if !ok {
-		n.wrongKind("boolean")
-	}
-	return b
-}
-
 func (n node) array() []node {
 	arr, ok := n.v.([]any)
 	if !ok {
