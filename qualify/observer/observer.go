@@ -151,11 +151,17 @@ type Snapshot struct {
 	MemorySwapLimitBytes *int64 `json:"memorySwapLimitBytes"`
 	// MemoryUsageBytes is memory.usage_in_bytes (v1) or memory.current (v2).
 	MemoryUsageBytes *int64 `json:"memoryUsageBytes"`
+	// PeakUsageBytes is memory.max_usage_in_bytes (v1) or memory.peak (v2,
+	// Linux 5.19+).
+	PeakUsageBytes *int64 `json:"peakUsageBytes"`
 	// ShmemBytes is memory.stat shmem: tmpfs and shared memory pages
 	// charged to the scope.
 	ShmemBytes *int64 `json:"shmemBytes"`
-	// FailCount is memory.failcnt (v1 only): times the limit was hit.
+	// FailCount is memory.failcnt (v1 only): times the memory limit was hit.
 	FailCount *int64 `json:"failCount"`
+	// MemSwapFailCount is memory.memsw.failcnt (v1 only): times the
+	// memory+swap limit was hit (the one that trips when both are equal).
+	MemSwapFailCount *int64 `json:"memSwapFailCount"`
 	// MaxEvents is memory.events max (v2 only): times the limit was hit.
 	MaxEvents *int64 `json:"maxEvents"`
 	// OOMEvents is memory.events oom (v2) or memory.oom_control under_oom
@@ -179,6 +185,19 @@ type Snapshot struct {
 	// content; Errors lists files that could not be read.
 	Files  map[string]string `json:"files"`
 	Errors []string          `json:"errors,omitempty"`
+}
+
+// LimitHits is how often the memory limit was hit: on v1 the larger of
+// memory.failcnt and memory.memsw.failcnt, on v2 memory.events max; -1 when
+// unreadable.
+func (s Snapshot) LimitHits() int64 {
+	v := int64(-1)
+	for _, p := range []*int64{s.FailCount, s.MemSwapFailCount, s.MaxEvents} {
+		if p != nil && *p > v {
+			v = *p
+		}
+	}
+	return v
 }
 
 // Read takes a snapshot of s labelled label.
@@ -220,7 +239,9 @@ func (s Scope) Read(fsys fs.FS, label string) Snapshot {
 		snap.MemoryLimitBytes = num("memory", "memory.limit_in_bytes")
 		snap.MemorySwapLimitBytes = num("memory", "memory.memsw.limit_in_bytes")
 		snap.MemoryUsageBytes = num("memory", "memory.usage_in_bytes")
+		snap.PeakUsageBytes = num("memory", "memory.max_usage_in_bytes")
 		snap.FailCount = num("memory", "memory.failcnt")
+		snap.MemSwapFailCount = num("memory", "memory.memsw.failcnt")
 		if oc, ok := read("memory", "memory.oom_control"); ok {
 			snap.OOMEvents, snap.OOMKills = keyed(oc, "under_oom"), keyed(oc, "oom_kill")
 		}
@@ -231,6 +252,7 @@ func (s Scope) Read(fsys fs.FS, label string) Snapshot {
 		snap.MemoryLimitBytes = num("memory", "memory.max")
 		snap.MemorySwapLimitBytes = num("memory", "memory.swap.max")
 		snap.MemoryUsageBytes = num("memory", "memory.current")
+		snap.PeakUsageBytes = num("memory", "memory.peak")
 		if ev, ok := read("memory", "memory.events"); ok {
 			snap.MaxEvents, snap.OOMEvents, snap.OOMKills = keyed(ev, "max"), keyed(ev, "oom"), keyed(ev, "oom_kill")
 		}

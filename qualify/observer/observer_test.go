@@ -34,7 +34,7 @@ func TestResolveV2Systemd(t *testing.T) {
 	snap := s.Read(fsys, "during")
 	want := observer.Snapshot{
 		Label: "during", Version: 2,
-		MemoryLimitBytes: i64(268435456), MemorySwapLimitBytes: i64(0), MemoryUsageBytes: i64(1048576),
+		MemoryLimitBytes: i64(268435456), MemorySwapLimitBytes: i64(0), MemoryUsageBytes: i64(1048576), PeakUsageBytes: i64(16777216),
 		ShmemBytes: i64(8388608), MaxEvents: i64(37), OOMEvents: i64(2), OOMKills: i64(1),
 		PidsMax: i64(128), PidsCurrent: i64(3), PidsMaxEvents: i64(14),
 		CPUQuotaMicros: i64(50000), CPUPeriodMicros: i64(100000), Procs: []int{4242, 4250},

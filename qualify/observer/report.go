@@ -133,13 +133,10 @@ func Table(w io.Writer, o *Observation) error {
 	)
 	t.Header([]string{"When", "Mem limit", "Mem+swap / swap", "Usage", "Failcnt/max ev", "OOM kills", "Pids cur/max", "Pids max ev", "CPU quota/period", "Procs"})
 	for _, s := range o.Snapshots {
-		fail := s.FailCount
-		if s.Version == 2 {
-			fail = s.MaxEvents
-		}
+		fail := s.LimitHits()
 		if err := t.Append([]string{
 			s.Label, n(s.MemoryLimitBytes), n(s.MemorySwapLimitBytes), count(s.MemoryUsageBytes),
-			count(fail), count(s.OOMKills), count(s.PidsCurrent) + "/" + n(s.PidsMax), count(s.PidsMaxEvents),
+			count(&fail), count(s.OOMKills), count(s.PidsCurrent) + "/" + n(s.PidsMax), count(s.PidsMaxEvents),
 			n(s.CPUQuotaMicros) + "/" + count(s.CPUPeriodMicros), strconv.Itoa(len(s.Procs)),
 		}); err != nil {
 			return err

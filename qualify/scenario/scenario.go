@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,7 @@ type Registry map[string]Scenario
 // Default returns the registry of the real scenarios: admission,
 // isolation and lifecycle.
 func Default() Registry {
-	return NewRegistry(Admission{}, Isolation{}, Lifecycle{})
+	return NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{})
 }
 
 // NewRegistry returns a registry of scenarios keyed by name.
@@ -96,6 +97,17 @@ type Env struct {
 	Engine *client.Client
 	// Logf prints a progress detail line (stderr); it may be nil.
 	Logf func(format string, args ...any)
+	// Host is the host filesystem rooted at "/" that the cgroup observer
+	// reads (/proc, /sys/fs/cgroup); nil means os.DirFS("/").
+	Host fs.FS
+}
+
+// HostFS returns Host or os.DirFS("/").
+func (e *Env) HostFS() fs.FS {
+	if e.Host == nil {
+		return os.DirFS("/")
+	}
+	return e.Host
 }
 
 // Log prints a progress detail line when Logf is set.

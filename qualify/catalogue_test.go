@@ -1,0 +1,153 @@
+package qualify_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/skip"
+
+	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/guest"
+	"github.com/qualbox/qualbox/qualify/manifest"
+	"github.com/qualbox/qualbox/qualify/scenario"
+)
+
+var (
+	imageOnce sync.Once
+	imageID   string
+	imageErr  error
+	imageCli  *client.Client
+)
+
+// sharedImage builds the guest image once for the package's catalogue
+// tests; TestMain removes it.
+func sharedImage(t *testing.T, cli *client.Client) string {
+	imageOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		img, err := guest.Build(ctx, cli, guest.BuildOptions{})
+		imageID, imageErr, imageCli = img.ID, err, cli
+	})
+	assert.NilError(t, imageErr)
+	return imageID
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if imageID != "" {
+		if err := guest.Remove(context.Background(), imageCli, imageID); err != nil {
+			os.Stderr.WriteString("remove test image: " + err.Error() + "\n")
+			code = 1
+		}
+		imageCli.Close()
+	}
+	os.Exit(code)
+}
+
+// runScenarios runs the shipped manifest restricted to names (with the
+// manifest's params) through the runner on the real Engine.
+func runScenarios(t *testing.T, names ...string) (*evidence.Run, string) {
+	t.Helper()
+	reg := scenario.Default()
+	m, err := manifest.Load(shippedManifest, reg)
+	assert.NilError(t, err)
+	cli, err := client.New(client.WithHost(m.Endpoint))
+	assert.NilError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		cli.Close()
+		skip.If(t, true, "no Docker Engine answers at %s (start one with `make engine`)", m.Endpoint)
+	}
+	_, err = os.Stat(guest.DefaultBusybox)
+	skip.If(t, err != nil, "Debian's static busybox is not installed at %s", guest.DefaultBusybox)
+	img := sharedImage(t, cli)
+	var entries []manifest.Entry
+	for _, n := range names {
+		found := false
+		for _, e := range m.Scenarios {
+			if e.Name == n {
+				entries, found = append(entries, e), true
+			}
+		}
+		if !found {
+			entries = append(entries, manifest.Entry{Name: n})
+		}
+	}
+	m.Scenarios = entries
+	out := filepath.Join(t.TempDir(), "run")
+	run, err := qualify.Run(ctx, qualify.Config{
+		Manifest: m, Output: out, Registry: reg, Engine: cli, ImageID: img, ImageSource: "manifest", Stderr: testWriter{t},
+	})
+	assert.NilError(t, err)
+	for _, sum := range run.Scenarios {
+		ev := readJSON[evidence.Scenario](t, filepath.Join(out, sum.Dir, qualify.EvidenceFile))
+		for _, c := range ev.Checks {
+			if !c.OK {
+				t.Errorf("%s: check %s: want %s, got %s", sum.Name, c.Name, c.Want, c.Got)
+			}
+		}
+		if ev.Failure != "" || len(ev.CleanupErrors) > 0 {
+			t.Errorf("%s: failure %q cleanup %v", sum.Name, ev.Failure, ev.CleanupErrors)
+		}
+		for _, r := range ev.Resources {
+			assert.Check(t, r.Absent != nil && *r.Absent, "%s: %s %s present after cleanup", sum.Name, r.Role, r.ID)
+		}
+	}
+	return run, out
+}
+
+// scenarioEvidence reads one scenario's evidence from a run directory.
+func scenarioEvidence(t *testing.T, out string, run *evidence.Run, name string) *evidence.Scenario {
+	t.Helper()
+	for _, s := range run.Scenarios {
+		if s.Name == name {
+			ev := readJSON[evidence.Scenario](t, filepath.Join(out, s.Dir, qualify.EvidenceFile))
+			return &ev
+		}
+	}
+	t.Fatalf("scenario %s not in run", name)
+	return nil
+}
+
+func assertPassed(t *testing.T, run *evidence.Run, names ...string) {
+	t.Helper()
+	for _, s := range run.Scenarios {
+		for _, n := range names {
+			if s.Name == n {
+				assert.Check(t, s.Verdict.Kind == evidence.Passed, "%s: %s: %s", n, s.Verdict, s.Detail)
+			}
+		}
+	}
+}
+
+func checkNames(ev *evidence.Scenario) string {
+	var b strings.Builder
+	for _, c := range ev.Checks {
+		b.WriteString(c.Name + "\n")
+	}
+	return b.String()
+}
+
+func TestMemoryExhaustion(t *testing.T) {
+	run, out := runScenarios(t, "memory-exhaustion")
+	assertPassed(t, run, "memory-exhaustion")
+	ev := scenarioEvidence(t, out, run, "memory-exhaustion")
+	assert.Assert(t, strings.Contains(checkNames(ev), "control: controller kill of sleep is not classified OOM"))
+}
+
+func TestDebugDump(t *testing.T) {
+	skip.If(t, os.Getenv("QUALBOX_DEBUG_SCENARIO") == "", "debug only")
+	run, out := runScenarios(t, os.Getenv("QUALBOX_DEBUG_SCENARIO"))
+	ev := scenarioEvidence(t, out, run, os.Getenv("QUALBOX_DEBUG_SCENARIO"))
+	data, _ := evidence.MarshalJSON(ev)
+	t.Log(string(data))
+}
