@@ -45,11 +45,12 @@ func (s *sandbox) ReserveProcess(spec sandboxapi.ProcessSpec) (sandboxapi.Proces
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	p := &process{
-		s:        s,
-		spec:     spec,
-		id:       sandboxapi.ProcessID("docker-process-" + hex.EncodeToString(b[:])),
-		stopping: make(chan struct{}),
-		exitCh:   make(chan struct{}),
+		s:           s,
+		spec:        spec,
+		id:          sandboxapi.ProcessID("docker-process-" + hex.EncodeToString(b[:])),
+		stopping:    make(chan struct{}),
+		exitCh:      make(chan struct{}),
+		streamEnded: make(chan struct{}, 1),
 	}
 	s.proc = p
 	return p, nil
@@ -74,6 +75,9 @@ type process struct {
 	exitOnce sync.Once
 	exitCh   chan struct{}
 	exit     sandboxapi.Exit
+	// streamEnded wakes the monitor when the output stream ends: the exit
+	// code usually follows within milliseconds.
+	streamEnded chan struct{}
 }
 
 var _ sandboxapi.ProcessReservation = (*process)(nil)
@@ -164,6 +168,10 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 	go func() {
 		defer p.workers.Done()
 		err := demux(att.Reader, stdoutW, stderrW)
+		select {
+		case p.streamEnded <- struct{}{}:
+		default:
+		}
 		if err == nil {
 			stdoutW.Close()
 			stderrW.Close()
@@ -278,6 +286,9 @@ func (p *process) monitor(eng *engine, execID, containerID string) {
 		select {
 		case <-p.stopping:
 			return
+		case <-p.streamEnded:
+			delay = time.Millisecond
+			continue
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 100*time.Millisecond)

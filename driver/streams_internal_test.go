@@ -37,6 +37,12 @@ func startInternal(t *testing.T) *sandbox {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		assert.Check(t, s.Destroy(ctx))
+		eng, err := b.engine()
+		assert.NilError(t, err)
+		for _, r := range s.RecoveryRecord().Resources {
+			in, err := inspectResource(ctx, eng, r.Role, r.Identity.ID)
+			assert.Check(t, err == nil && in == nil, "%s resource %s remains (%v)", r.Role, r.Identity.ID, err)
+		}
 	})
 	_, err = s.Start(context.Background())
 	assert.NilError(t, err)
