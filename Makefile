@@ -4,7 +4,7 @@ GO      ?= go
 PKGS    := github.com/qualbox/qualbox/...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 
-.PHONY: test qualify engine engine-down bench lint
+.PHONY: test qualify engine engine-down bench bench-transfer lint
 
 engine:
 	@scripts/engine.sh up
@@ -24,6 +24,10 @@ qualify: engine
 ## bench: driver benchmarks; each prints its ratio against a reference measured in the same run.
 bench: engine
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./driver/...
+
+## bench-transfer: workspace import/export of 256 MiB in 10,000 files against `docker cp`, and peak RSS exporting 200,000 vs 10,000 files.
+bench-transfer: engine
+	$(GO) test -run '^$$' -bench 'BenchmarkImport$$|BenchmarkExport$$|BenchmarkExportPeakRSS$$' -benchtime 1x -timeout 30m ./driver/
 
 ## lint: formatting, vet and staticcheck across the workspace.
 lint:

@@ -202,6 +202,7 @@ func TestReaderBodyIsExact(t *testing.T) {
 	// Unread body is skipped and its padding checked.
 	h, err = r.Next()
 	assert.NilError(t, err)
+	assert.Equal(t, h.Name, "b")
 	body, err := io.ReadAll(r)
 	assert.NilError(t, err)
 	assert.Equal(t, len(body), 513)
@@ -306,4 +307,22 @@ func FuzzValidate(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCheckHeadRejectsCompressedBodies(t *testing.T) {
+	good := build(t, ent{name: "a", body: "x"})
+	assert.NilError(t, CheckHead(good))
+	assert.NilError(t, CheckHead(zeros(2*BlockSize)), "an empty archive is two zero blocks")
+	for name, head := range map[string][]byte{
+		"gzip":  append([]byte("\x1f\x8b\x08\x00"), zeros(BlockSize)...),
+		"bzip2": append([]byte("BZh91AY"), zeros(BlockSize)...),
+		"xz":    append([]byte("\xfd7zXZ\x00"), zeros(BlockSize)...),
+		"zstd":  append([]byte("\x28\xb5\x2f\xfd"), zeros(BlockSize)...),
+	} {
+		assert.Check(t, is.ErrorContains(CheckHead(head), name), name)
+	}
+	assert.Check(t, is.ErrorContains(CheckHead(good[:100]), "shorter than one tar block"))
+	bad := bytes.Clone(good)
+	bad[0] ^= 1
+	assert.Check(t, is.ErrorContains(CheckHead(bad), "checksum"))
 }

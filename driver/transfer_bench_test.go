@@ -1,0 +1,252 @@
+package driver_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"gotest.tools/v3/assert"
+
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// Transfer benchmarks (issue #4). Each compares with a reference measured in
+// the same run on the same Engine and reports the ratio:
+//
+//	make bench-transfer
+//
+// BenchmarkImport/BenchmarkExport: 256 MiB in 10,000 files against
+// `docker cp` of the same tree (ratio = docker cp time / driver time, so
+// >= 1.0 means the driver is at least as fast). BenchmarkExportPeakRSS:
+// peak controller RSS (VmHWM, reset through /proc/self/clear_refs) while
+// exporting 200,000 versus 10,000 small files.
+
+const (
+	benchFiles = 10000
+	benchBytes = 256 << 20
+)
+
+func benchPolicy() sandboxapi.Policy {
+	p := enginetest.Policy()
+	p.Transfers.ChunkBytes = 1 << 20
+	p.Deadlines.CleanupMs = 10 * 60 * 1000
+	return p
+}
+
+// benchTree writes 256 MiB in 10,000 files, 100 per directory.
+func benchTree(b *testing.B) string {
+	b.Helper()
+	root := b.TempDir()
+	size := benchBytes / benchFiles
+	rng := rand.New(rand.NewPCG(4, 4))
+	buf := make([]byte, size+1)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	for i := range benchFiles {
+		dir := filepath.Join(root, fmt.Sprintf("d%03d", i/100))
+		if i%100 == 0 {
+			assert.NilError(b, os.Mkdir(dir, 0o755))
+		}
+		n := size
+		if i < benchBytes%benchFiles {
+			n++
+		}
+		buf[0] = byte(i)
+		assert.NilError(b, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i)), buf[:n], 0o644))
+	}
+	return root
+}
+
+// benchStarted mirrors started for benchmarks: destruction registered
+// right after reservation, and an exact-ID check that nothing remains.
+func benchStarted(b *testing.B, bk *driver.Backend, policy sandboxapi.Policy) sandboxapi.Sandbox {
+	b.Helper()
+	res, err := bk.Reserve(sandboxapi.Request{Policy: policy}, sandboxapi.InProcess())
+	assert.NilError(b, err)
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		assert.Check(b, res.Destroy(ctx))
+		cli := enginetest.Client(b)
+		for _, r := range res.RecoveryRecord().Resources {
+			var err error
+			switch r.Role {
+			case sandboxapi.RoleCompute, sandboxapi.RoleExport:
+				_, err = cli.ContainerInspect(ctx, r.Identity.ID, client.ContainerInspectOptions{})
+			case sandboxapi.RoleStorage:
+				_, err = cli.VolumeInspect(ctx, r.Identity.ID, client.VolumeInspectOptions{})
+			default:
+				continue
+			}
+			assert.Check(b, err != nil, "%s resource %s still exists", r.Role, r.Identity.ID)
+		}
+	})
+	sb, err := res.Start(context.Background())
+	assert.NilError(b, err)
+	return sb
+}
+
+func resourceID(sb sandboxapi.Sandbox, role sandboxapi.Role) string {
+	for _, r := range sb.RecoveryRecord().Resources {
+		if r.Role == role {
+			return r.Identity.ID
+		}
+	}
+	return ""
+}
+
+func dockerCP(b *testing.B, args ...string) time.Duration {
+	b.Helper()
+	cmd := exec.Command("docker", append([]string{"-H", "unix://" + enginetest.Socket(), "cp", "-q"}, args...)...)
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+b.TempDir())
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	assert.NilError(b, err, "docker cp: %s", out)
+	return time.Since(start)
+}
+
+func mibps(d time.Duration) float64 { return float64(benchBytes) / (1 << 20) / d.Seconds() }
+
+func BenchmarkImport(b *testing.B) {
+	src := benchTree(b)
+	bk := benchBackend(b)
+	for b.Loop() {
+		b.StopTimer()
+		sb := benchStarted(b, bk, benchPolicy())
+		tr := sb.(sandboxapi.Transferer)
+		b.StartTimer()
+		start := time.Now()
+		assert.NilError(b, tr.ImportTree(context.Background(), sandboxapi.DirSource(src), sandboxapi.TransferOptions{}))
+		ours := time.Since(start)
+		b.StopTimer()
+		ref := dockerCP(b, src, resourceID(sb, sandboxapi.RoleCompute)+":/workspace/work/docker-cp")
+		b.ReportMetric(mibps(ours), "driver-MiB/s")
+		b.ReportMetric(mibps(ref), "dockercp-MiB/s")
+		b.ReportMetric(ref.Seconds()/ours.Seconds(), "ratio")
+		b.StartTimer()
+	}
+}
+
+func BenchmarkExport(b *testing.B) {
+	src := benchTree(b)
+	bk := benchBackend(b)
+	sb := benchStarted(b, bk, benchPolicy())
+	tr := sb.(sandboxapi.Transferer)
+	assert.NilError(b, tr.ImportTree(context.Background(), sandboxapi.DirSource(src), sandboxapi.TransferOptions{}))
+	assert.NilError(b, sb.Stop(context.Background()))
+	accessor := resourceID(sb, sandboxapi.RoleExport)
+	for b.Loop() {
+		b.StopTimer()
+		dest := b.TempDir()
+		b.StartTimer()
+		start := time.Now()
+		assert.NilError(b, tr.ExportTree(context.Background(), sandboxapi.Whole(), sandboxapi.DirSink(filepath.Join(dest, "driver")), sandboxapi.TransferOptions{}))
+		ours := time.Since(start)
+		b.StopTimer()
+		ref := dockerCP(b, accessor+":/workspace/work", filepath.Join(dest, "docker-cp"))
+		b.ReportMetric(mibps(ours), "driver-MiB/s")
+		b.ReportMetric(mibps(ref), "dockercp-MiB/s")
+		b.ReportMetric(ref.Seconds()/ours.Seconds(), "ratio")
+		b.StartTimer()
+	}
+}
+
+// smallSource generates n 16-byte files, 1,000 per directory, without
+// holding the tree in memory.
+type smallSource struct {
+	n, i    int
+	dirDone int
+}
+
+func (s *smallSource) Next() (sandboxapi.Entry, io.Reader, error) {
+	if s.i >= s.n {
+		return sandboxapi.Entry{}, nil, io.EOF
+	}
+	dir := fmt.Sprintf("d%04d", s.i/1000)
+	if s.dirDone <= s.i/1000 {
+		s.dirDone = s.i/1000 + 1
+		return sandboxapi.Entry{Path: dir, Kind: sandboxapi.EntryDir, Mode: 0o755}, nil, nil
+	}
+	name := fmt.Sprintf("%s/small-file-%07d", dir, s.i)
+	s.i++
+	return sandboxapi.Entry{Path: name, Kind: sandboxapi.EntryFile, Mode: 0o644, Size: 16}, strings.NewReader(fmt.Sprintf("%016d", s.i)), nil
+}
+
+// countingSink drains bodies without keeping anything.
+type countingSink struct{ entries, bytes int64 }
+
+func (c *countingSink) Begin() error { return nil }
+func (c *countingSink) Entry(e sandboxapi.Entry, body io.Reader) error {
+	c.entries++
+	if body != nil {
+		n, err := io.Copy(io.Discard, body)
+		c.bytes += n
+		return err
+	}
+	return nil
+}
+func (c *countingSink) Commit() error  { return nil }
+func (c *countingSink) Discard() error { return nil }
+
+func procStatusKiB(b *testing.B, field string) int64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	assert.NilError(b, err)
+	for line := range bytes.Lines(data) {
+		if rest, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
+			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(rest)), " kB"), 10, 64)
+			assert.NilError(b, err)
+			return v
+		}
+	}
+	b.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+// exportPeak imports n small files, stops compute, resets the peak RSS and
+// exports the whole workspace to a counting sink, returning VmHWM and the
+// RSS just before the export, both in KiB.
+func exportPeak(b *testing.B, n int) (peak, before int64) {
+	b.Helper()
+	bk := benchBackend(b)
+	sb := benchStarted(b, bk, benchPolicy())
+	tr := sb.(sandboxapi.Transferer)
+	assert.NilError(b, tr.ImportTree(context.Background(), &smallSource{n: n}, sandboxapi.TransferOptions{}))
+	assert.NilError(b, sb.Stop(context.Background()))
+	runtime.GC()
+	debug.FreeOSMemory()
+	assert.NilError(b, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0), "reset VmHWM")
+	before = procStatusKiB(b, "VmRSS")
+	sink := &countingSink{}
+	assert.NilError(b, tr.ExportTree(context.Background(), sandboxapi.Whole(), sink, sandboxapi.TransferOptions{}))
+	peak = procStatusKiB(b, "VmHWM")
+	assert.Equal(b, sink.entries, int64(n+(n+999)/1000))
+	return peak, before
+}
+
+func BenchmarkExportPeakRSS(b *testing.B) {
+	for b.Loop() {
+		small, smallBefore := exportPeak(b, 10000)
+		large, largeBefore := exportPeak(b, 200000)
+		b.ReportMetric(float64(small), "peak-KiB-10k")
+		b.ReportMetric(float64(large), "peak-KiB-200k")
+		b.ReportMetric(float64(small-smallBefore), "growth-KiB-10k")
+		b.ReportMetric(float64(large-largeBefore), "growth-KiB-200k")
+		b.ReportMetric(float64(large)/float64(small), "ratio")
+	}
+}
