@@ -80,7 +80,9 @@ func TestAdmissionRejectsImageEnvironmentAndVolumes(t *testing.T) {
 		assert.NilError(t, err)
 	})
 	t.Run("absent image", func(t *testing.T) {
-		b := newBackend(t, func(c *driver.Config) { c.ImageID = "sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" })
+		b := newBackend(t, func(c *driver.Config) {
+			c.ImageID = "sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		})
 		_, err := b.Admit(context.Background())
 		assert.ErrorContains(t, err, "absent")
 	})
