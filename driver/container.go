@@ -9,7 +9,6 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/api/types/network"
 
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/sandboxapi"
@@ -70,9 +69,8 @@ func nanoCPUs(cpus float64) (int64, bool) {
 
 // containerSpec is one container's create request.
 type containerSpec struct {
-	config  *container.Config
-	host    *container.HostConfig
-	network *network.NetworkingConfig
+	config *container.Config
+	host   *container.HostConfig
 }
 
 // workloadSpec builds the compute or export container (seed containerBody).

@@ -140,7 +140,6 @@ func newEngine(socket string) (*engine, error) {
 	cli, err := client.New(
 		client.WithHost("unix://"+socket),
 		client.WithHTTPClient(hc),
-		client.WithAPIVersionNegotiation(),
 		client.WithUserAgent("qualbox-driver"),
 	)
 	if err != nil {
