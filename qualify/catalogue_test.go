@@ -151,3 +151,13 @@ func TestDebugDump(t *testing.T) {
 	data, _ := evidence.MarshalJSON(ev)
 	t.Log(string(data))
 }
+
+func TestLimitScenarios(t *testing.T) {
+	run, _ := runScenarios(t, "pid-exhaustion", "tmpfs-bounds", "stream-limits", "cancellation")
+	assertPassed(t, run, "pid-exhaustion", "tmpfs-bounds", "stream-limits", "cancellation")
+}
+
+func TestContainmentScenarios(t *testing.T) {
+	run, _ := runScenarios(t, "descendant-containment", "network-isolation", "exact-cleanup", "unsupported-quota")
+	assertPassed(t, run, "descendant-containment", "network-isolation", "exact-cleanup", "unsupported-quota")
+}

@@ -42,10 +42,10 @@ type Scenario interface {
 // Registry maps scenario names to scenarios.
 type Registry map[string]Scenario
 
-// Default returns the registry of the real scenarios: admission,
-// isolation and lifecycle.
+// Default returns the registry of every real scenario.
 func Default() Registry {
-	return NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{})
+	return NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{}, PIDExhaustion{}, TmpfsBounds{},
+		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{})
 }
 
 // NewRegistry returns a registry of scenarios keyed by name.

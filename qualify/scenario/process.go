@@ -1,0 +1,366 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"io/fs"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// noParams is the Validate of scenarios without params.
+func noParams(params map[string]any) error { return DecodeParams(params, &struct{}{}) }
+
+// DescendantContainment starts descendants in their own sessions that
+// outlive the process leader (seed: descendant containment). After the
+// leader exits they must still run inside the scope; after stop they must
+// be gone from the host with the scope.
+type DescendantContainment struct{}
+
+// Name returns "descendant-containment".
+func (DescendantContainment) Name() string { return "descendant-containment" }
+
+// Validate accepts no params.
+func (DescendantContainment) Validate(params map[string]any) error { return noParams(params) }
+
+// Run spawns, observes and stops.
+func (s DescendantContainment) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
+	const n = 3
+	o, err := startObserved(ctx, env, rec, "tree", env.Policy)
+	defer o.cleanup(ctx)
+	if err != nil {
+		return err
+	}
+	exit, stdout, _, err := o.run(ctx, probeSpec("spawn", fmt.Sprint(n), "60"))
+	if err != nil {
+		return err
+	}
+	rs, err := results(stdout)
+	if err != nil || len(rs) != 1 {
+		return fmt.Errorf("probe spawn result: %v (%d results)", err, len(rs))
+	}
+	rec.Equal("leader exit receipt", sandboxapi.Exited(0).String(), exit.String())
+	rec.Equal("descendants started", int64(n), rs[0].Done)
+	during := o.snap("during")
+	var added []int
+	for _, p := range during.Procs {
+		if !containsInt(o.snaps[0].Procs, p) {
+			added = append(added, p)
+		}
+	}
+	rec.Observe("descendant host PIDs", added)
+	rec.Equal("observer: descendants in the scope after the leader exited", n, len(added))
+	host := env.HostFS()
+	alive := 0
+	for _, p := range added {
+		if _, err := fs.Stat(host, fmt.Sprintf("proc/%d", p)); err == nil {
+			alive++
+		}
+	}
+	rec.Equal("descendants alive on the host after the leader exited", n, alive)
+
+	stopErr := o.stop(ctx)
+	rec.Check("stop compute", "nil", errText(stopErr), stopErr == nil)
+	deadline := time.Now().Add(10 * time.Second)
+	var left []int
+	for {
+		left = left[:0]
+		for _, p := range added {
+			if _, err := fs.Stat(host, fmt.Sprintf("proc/%d", p)); err == nil {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rec.Check("descendants gone from the host after stop", "none", left, len(left) == 0)
+	a := o.scope.Absence(host)
+	rec.Check("observer: scope gone or empty after stop (before destroy)", "gone|empty", a.String(), a.OK())
+	return nil
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// NetworkIsolation checks both network modes: isolated sees only lo and
+// cannot reach a TCP listener on the host's address; outbound is attached
+// to the sandbox's own private bridge network (lo plus one interface, the
+// network is a bridge created for this sandbox, not the default one).
+type NetworkIsolation struct{}
+
+// Name returns "network-isolation".
+func (NetworkIsolation) Name() string { return "network-isolation" }
+
+// Validate accepts no params.
+func (NetworkIsolation) Validate(params map[string]any) error { return noParams(params) }
+
+// hostAddress returns a non-loopback IPv4 address of the host.
+func hostAddress() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			return ipn.IP.String(), nil
+		}
+	}
+	return "", errors.New("no non-loopback IPv4 address on the host")
+}
+
+// Run runs facts and a connect in each mode.
+func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
+	ip, err := hostAddress()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return fmt.Errorf("host listener: %w", err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	rec.Request("host listener", addr)
+
+	for _, kind := range []sandboxapi.NetworkKind{sandboxapi.NetworkIsolated, sandboxapi.NetworkOutbound} {
+		name := string(kind)
+		pol := env.Policy
+		pol.Network = sandboxapi.Network{Kind: kind}
+		err := func() error {
+			o, err := startObserved(ctx, env, rec, name, pol)
+			defer o.cleanup(ctx)
+			if err != nil {
+				return err
+			}
+			rec.Equal(name+": effective network (Engine readback)", pol.Network, o.sb.Effective().Network)
+			before := accepted.Load()
+			exit, stdout, _, err := o.run(ctx, shellSpec(fmt.Sprintf("%[1]s facts; %[1]s connect %[2]s 2", ProbePath, addr)))
+			if err != nil {
+				return err
+			}
+			rec.Equal(name+": exit receipt", sandboxapi.Exited(0).String(), exit.String())
+			first, rest, _ := bytes.Cut(stdout, []byte("\n"))
+			var f facts.Facts
+			if err := json.Unmarshal(first, &f); err != nil {
+				return fmt.Errorf("%s: probe facts: %w", name, err)
+			}
+			var names []string
+			for _, i := range f.Interfaces {
+				names = append(names, i.Name)
+			}
+			rec.Observe(name+": interfaces", f.Interfaces)
+			rs, err := results(rest)
+			if err != nil || len(rs) != 1 {
+				return fmt.Errorf("%s: probe connect result: %v (%d results)", name, err, len(rs))
+			}
+			rec.Observe(name+": connect", rs[0])
+			if kind == sandboxapi.NetworkIsolated {
+				rec.Equal("isolated: interfaces", []string{"lo"}, names)
+				rec.Check("isolated: host listener unreachable", "connect fails", rs[0].Outcome, !rs[0].OK)
+				rec.Equal("isolated: connections the host listener accepted", int64(0), accepted.Load()-before)
+				rec.Equal("isolated: no network resource", "", resourceID(o.res, sandboxapi.RoleNetwork))
+				return nil
+			}
+			rec.Check("outbound: interfaces", "lo and one more", names, len(names) == 2 && names[0] == "lo")
+			netID := resourceID(o.res, sandboxapi.RoleNetwork)
+			nw, err := env.Engine.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
+			if err != nil {
+				return fmt.Errorf("outbound: inspect network %s: %w", netID, err)
+			}
+			rec.Observe("outbound: network", map[string]any{"id": nw.Network.ID, "name": nw.Network.Name, "driver": nw.Network.Driver, "internal": nw.Network.Internal})
+			rec.Equal("outbound: network driver", "bridge", nw.Network.Driver)
+			var planned string
+			for _, r := range o.res.RecoveryRecord().Resources {
+				if r.Role == sandboxapi.RoleNetwork {
+					planned = r.Name
+				}
+			}
+			rec.Check("outbound: private network (the sandbox's own, not the default bridge)", planned, nw.Network.Name,
+				nw.Network.Name != "bridge" && nw.Network.Name == planned && strings.HasPrefix(planned, "qualbox-"))
+			return nil
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StreamLimits exceeds the policy's output limit (maxOutputBytes) and a
+// stdin lifetime limit: each must fail with output_limit / input_limit and
+// stop the whole sandbox (the observer sees the scope gone before the
+// scenario stops anything).
+type StreamLimits struct{}
+
+// Name returns "stream-limits".
+func (StreamLimits) Name() string { return "stream-limits" }
+
+// Validate accepts no params.
+func (StreamLimits) Validate(params map[string]any) error { return noParams(params) }
+
+// Run runs the output and the input case.
+func (s StreamLimits) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
+	outLimit := int64(64 << 10)
+	pol := env.Policy
+	pol.Streams.MaxOutputBytes = &outLimit
+	if err := func() error {
+		o, err := startObserved(ctx, env, rec, "output", pol)
+		defer o.cleanup(ctx)
+		if err != nil {
+			return err
+		}
+		p, err := o.start(ctx, probeSpec("write", "stdout", fmt.Sprint(16*outLimit)), false)
+		if err != nil {
+			return err
+		}
+		exit, err := p.wait(ctx)
+		rec.Observe("output: exit", exit)
+		rec.Observe("output: error", errText(err))
+		rec.Check("output: fails with output_limit", "output_limit", errText(err), errors.Is(err, sandboxapi.ErrOutputLimit))
+		rec.Check("output: bytes delivered within the limit", fmt.Sprintf("<= %d", outLimit), p.stdout.Len(), int64(p.stdout.Len()) <= outLimit)
+		waitGone(ctx, o, rec, "output")
+		return nil
+	}(); err != nil {
+		return err
+	}
+
+	inLimit := int64(64 << 10)
+	pol = env.Policy
+	pol.Streams.MaxStdinBytes = &inLimit
+	o, err := startObserved(ctx, env, rec, "input", pol)
+	defer o.cleanup(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := o.start(ctx, probeSpec("echo"), true)
+	if err != nil {
+		return err
+	}
+	chunk := bytes.Repeat([]byte("i"), 16<<10)
+	var sent int64
+	var werr error
+	for sent <= 4*inLimit && werr == nil {
+		var k int
+		k, werr = p.p.Stdin().Write(chunk)
+		sent += int64(k)
+	}
+	rec.Observe("input: bytes accepted", sent)
+	rec.Check("input: write fails with input_limit", "input_limit", errText(werr), errors.Is(werr, sandboxapi.ErrInputLimit))
+	rec.Check("input: bytes accepted within the limit", fmt.Sprintf("<= %d", inLimit), sent, sent <= inLimit)
+	_ = p.p.Stdin().Close()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, _ = p.wait(wctx)
+	cancel()
+	waitGone(ctx, o, rec, "input")
+	return nil
+}
+
+// waitGone checks that the sandbox's scope disappears without the scenario
+// stopping it (the driver stops the whole sandbox on a stream failure).
+func waitGone(ctx context.Context, o *observed, rec *Record, name string) {
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	a := o.scope.WaitAbsent(wctx, o.env.HostFS(), 50*time.Millisecond)
+	cancel()
+	rec.Check(name+": observer: whole sandbox stopped by the driver", "gone|empty", a.String(), a.OK())
+}
+
+// Cancellation cancels a running wait and a startup: the wait returns
+// cancelled and abandoning the streams stops the whole sandbox; a start
+// whose context is already cancelled returns cancelled without creating
+// anything, and its reservation still cleans up.
+type Cancellation struct{}
+
+// Name returns "cancellation".
+func (Cancellation) Name() string { return "cancellation" }
+
+// Validate accepts no params.
+func (Cancellation) Validate(params map[string]any) error { return noParams(params) }
+
+// Run cancels a wait, then a start.
+func (s Cancellation) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
+	if err := func() error {
+		o, err := startObserved(ctx, env, rec, "wait", env.Policy)
+		defer o.cleanup(ctx)
+		if err != nil {
+			return err
+		}
+		p, err := o.start(ctx, probeSpec("sleep", "30"), false)
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		start := time.Now()
+		_, werr := p.p.Wait(wctx)
+		cancel()
+		rec.Check("wait: returns cancelled or deadline_exceeded", "cancelled|deadline_exceeded", errText(werr),
+			errors.Is(werr, sandboxapi.ErrCancelled) || errors.Is(werr, sandboxapi.ErrDeadlineExceeded))
+		rec.Check("wait: returns promptly", "< 2s", time.Since(start).String(), time.Since(start) < 2*time.Second)
+		o.snap("during")
+		// Abandon both output streams: the driver stops the sandbox.
+		p.p.Stdout().Close()
+		p.p.Stderr().Close()
+		exit, _ := p.wait(context.WithoutCancel(ctx))
+		rec.Observe("wait: exit after abandonment", exit)
+		rec.Equal("wait: receipt after abandonment", sandboxapi.Unavailable().String(), exit.String())
+		waitGone(ctx, o, rec, "wait")
+		return nil
+	}(); err != nil {
+		return err
+	}
+
+	b, err := env.Backend(env.Profile)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	res, err := b.Reserve(env.Request(), sandboxapi.InProcess())
+	if err != nil {
+		return err
+	}
+	rec.Track(res)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, serr := res.Start(cctx)
+	rec.Check("start: cancelled start returns cancelled", "cancelled", errText(serr), errors.Is(serr, sandboxapi.ErrCancelled))
+	identified := 0
+	for _, r := range res.RecoveryRecord().Resources {
+		if r.Identity.Kind != sandboxapi.IdentityPlanned {
+			identified++
+		}
+	}
+	rec.Equal("start: resources created by the cancelled start", 0, identified)
+	stopErr, destroyErr := stopAndDestroy(ctx, env.Policy, res)
+	rec.CleanupError("start: stop", stopErr)
+	rec.CleanupError("start: destroy", destroyErr)
+	return nil
+}
