@@ -161,3 +161,8 @@ func TestContainmentScenarios(t *testing.T) {
 	run, _ := runScenarios(t, "descendant-containment", "network-isolation", "exact-cleanup", "unsupported-quota")
 	assertPassed(t, run, "descendant-containment", "network-isolation", "exact-cleanup", "unsupported-quota")
 }
+
+func TestLostEngineReplies(t *testing.T) {
+	run, _ := runScenarios(t, "lost-engine-replies")
+	assertPassed(t, run, "lost-engine-replies")
+}
