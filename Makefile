@@ -3,6 +3,8 @@
 GO      ?= go
 PKGS    := github.com/qualbox/qualbox/...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
+# KEYS holds the report signing key pair; the private key is git-ignored.
+KEYS    ?= reports/keys
 
 .PHONY: test qualify engine engine-down bench bench-transfer lint
 
@@ -17,9 +19,9 @@ test: engine
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 60m $(PKGS)
 
-## qualify: build the guest image, run $(MANIFEST) against the real Engine, write reports/runs/<timestamp>/.
-qualify: engine
-	$(GO) run ./cmd/qualify run --manifest $(MANIFEST) $(if $(OUT),--output $(OUT))
+## qualify: build the guest image, run $(MANIFEST) against the real Engine, write and sign reports/runs/<timestamp>/.
+qualify: engine $(KEYS)/qualbox-ed25519.key
+	$(GO) run ./cmd/qualify run --manifest $(MANIFEST) --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
 
 ## bench: driver benchmarks; each prints its ratio against a reference measured in the same run.
 bench: engine
@@ -34,3 +36,11 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+## keys: the report signing key pair, generated on first use.
+$(KEYS)/qualbox-ed25519.key:
+	$(GO) run ./cmd/qualify keygen --out $(KEYS)
+
+## verify: check every signed report under reports/ (DIRS=... to choose) against $(KEYS)/qualbox-ed25519.pub.
+verify:
+	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(or $(DIRS),$(dir $(wildcard reports/*/evidence.dsse.json reports/runs/*/evidence.dsse.json)))

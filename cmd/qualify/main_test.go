@@ -39,7 +39,7 @@ func TestManifestErrorExitsTwo(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"run", "--manifest", path}, &stdout, &stderr)
 	assert.Equal(t, code, exitUsage)
-	assert.Check(t, is.Contains(stderr.String(), `scenarios[2].name: unknown scenario "foo": allowed admission, isolation, lifecycle`))
+	assert.Check(t, is.Contains(stderr.String(), `scenarios[2].name: unknown scenario "foo": allowed admission, cancellation, descendant-containment, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, unsupported-quota`))
 	assert.Check(t, is.Contains(stderr.String(), path+":"))
 }
 

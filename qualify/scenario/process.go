@@ -53,9 +53,12 @@ func (s DescendantContainment) Run(ctx context.Context, env *Env, params map[str
 	rec.Equal("leader exit receipt", sandboxapi.Exited(0).String(), exit.String())
 	rec.Equal("descendants started", int64(n), rs[0].Done)
 	during := o.snap("during")
+	// The descendants are the scope's processes running the probe's
+	// `sleep 60` (the keeper's own `sleep 3600` may start at any time).
 	var added []int
 	for _, p := range during.Procs {
-		if !containsInt(o.snaps[0].Procs, p) {
+		cmd, err := fs.ReadFile(env.HostFS(), fmt.Sprintf("proc/%d/cmdline", p))
+		if err == nil && string(cmd) == "sleep\x0060\x00" && !containsInt(o.snaps[0].Procs, p) {
 			added = append(added, p)
 		}
 	}
