@@ -33,7 +33,7 @@ func engineSocket() string {
 
 func engineClient(t *testing.T, endpoint string) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.WithHost(endpoint), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHost(endpoint))
 	assert.NilError(t, err)
 	t.Cleanup(func() { cli.Close() })
 	return cli

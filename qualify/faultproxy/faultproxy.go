@@ -95,6 +95,9 @@ const (
 	ActionCutStream    Action = "cut-stream"
 	ActionReplaceReply Action = "replace-reply"
 	ActionAnswer       Action = "answer"
+	// ActionRefused: the proxy was severed; the connection was closed
+	// without forwarding.
+	ActionRefused Action = "refused"
 )
 
 // Rule is one fault: a Match and what to do with the selected requests.
@@ -163,6 +166,10 @@ type Exchange struct {
 	// Status is the Engine's reply status, 0 when none was read (not
 	// forwarded, or the Engine connection failed).
 	Status int
+	// ClientStatus is the status the client received: Status when
+	// forwarded, the rule's status for ReplaceReply and Answer, 0 when the
+	// reply was dropped or refused.
+	ClientStatus int
 	// Upgraded reports a 101 reply piped as a stream; StreamBytes counts
 	// Engine-to-client stream bytes passed after the head.
 	Upgraded    bool
@@ -188,6 +195,10 @@ type Proxy struct {
 	wg       sync.WaitGroup
 	closeErr error
 	once     sync.Once
+	// severAfter severs the proxy once a rule fired; severed refuses every
+	// later request.
+	severAfter bool
+	severed    bool
 }
 
 // New listens on dir/name ("engine.sock" if name is empty) and forwards to
@@ -222,13 +233,24 @@ func (p *Proxy) Socket() string { return p.socket }
 // Endpoint returns "unix://" + Socket().
 func (p *Proxy) Endpoint() string { return "unix://" + p.socket }
 
-// SetRules replaces the rules and restarts their occurrence counts. Rules
+// SetRules replaces the rules, restarts their occurrence counts and lifts
+// SeverAfterFault. Rules
 // are tried in order; the first one that selects a request applies.
 func (p *Proxy) SetRules(rules ...Rule) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.severAfter, p.severed = false, false
 	p.rules = append([]Rule(nil), rules...)
 	p.counts = make([]int, len(rules))
+}
+
+// SeverAfterFault makes the proxy refuse every request after the first one
+// a rule applied to: the controller loses the Engine right after the
+// fault, as if it died there, and cannot clean up through this proxy.
+func (p *Proxy) SeverAfterFault() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.severAfter = true
 }
 
 // Seen returns a copy of every exchange so far, in arrival order.
@@ -238,11 +260,12 @@ func (p *Proxy) Seen() []Exchange {
 	return append([]Exchange(nil), p.seen...)
 }
 
-// Fired returns the exchanges a rule applied to (Action other than forward).
+// Fired returns the exchanges a rule applied to (Action other than forward
+// and refused).
 func (p *Proxy) Fired() []Exchange {
 	var out []Exchange
 	for _, e := range p.Seen() {
-		if e.Action != ActionForward {
+		if e.Action != ActionForward && e.Action != ActionRefused {
 			out = append(out, e)
 		}
 	}
@@ -317,6 +340,9 @@ func (p *Proxy) begin(req *http.Request) (int, Rule) {
 	defer p.mu.Unlock()
 	rule := Rule{action: ActionForward}
 	picked := false
+	if p.severed {
+		rule, picked = Rule{action: ActionRefused}, true
+	}
 	for i, r := range p.rules {
 		if !r.match.matches(req.Method, apiPath) {
 			continue
@@ -327,8 +353,11 @@ func (p *Proxy) begin(req *http.Request) (int, Rule) {
 		}
 	}
 	e := Exchange{Seq: len(p.seen) + 1, Method: req.Method, Path: apiPath, RawURI: req.RequestURI, Action: rule.action}
-	if picked {
+	if picked && rule.action != ActionRefused {
 		e.Rule = rule.String()
+		if p.severAfter {
+			p.severed = true
+		}
 	}
 	p.seen = append(p.seen, e)
 	return len(p.seen) - 1, rule
@@ -365,7 +394,11 @@ func (p *Proxy) handle(client net.Conn) {
 			return
 		}
 		i, rule := p.begin(req)
+		if rule.action == ActionRefused {
+			return
+		}
 		if rule.action == ActionAnswer {
+			p.update(i, func(e *Exchange) { e.ClientStatus = rule.status })
 			_, _ = io.Copy(io.Discard, req.Body)
 			if err := writeJSON(client, req, rule.status, rule.body); err != nil || req.Close {
 				return
@@ -409,11 +442,13 @@ func (p *Proxy) handle(client net.Conn) {
 		case ActionReplaceReply:
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+			p.update(i, func(e *Exchange) { e.ClientStatus = rule.status })
 			if err := writeJSON(client, req, rule.status, rule.body); err != nil || req.Close || resp.Close {
 				return
 			}
 			continue
 		}
+		p.update(i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			p.update(i, func(e *Exchange) { e.Upgraded = true })
 			limit := int64(-1)

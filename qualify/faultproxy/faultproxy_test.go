@@ -163,7 +163,29 @@ func TestDropReplyForwardsButNeverAnswers(t *testing.T) {
 	assert.Assert(t, is.Len(fired, 1))
 	assert.Check(t, is.Equal(fired[0].Seq, 2))
 	assert.Check(t, is.Equal(fired[0].Status, 201), "the Engine's reply was read")
+	assert.Check(t, is.Equal(fired[0].ClientStatus, 0), "and never sent")
 	assert.Check(t, is.Equal(fired[0].Action, faultproxy.ActionDropReply))
+}
+
+func TestSeverAfterFault(t *testing.T) {
+	f := newFake(t)
+	p := newProxy(t, f.socket, faultproxy.DropReply(faultproxy.Request("POST", "/items").Nth(2)))
+	p.SeverAfterFault()
+	c := httpClient(p)
+	_, err := post(t, c, strings.NewReader("a"))
+	assert.NilError(t, err)
+	_, err = post(t, c, strings.NewReader("b"))
+	assert.Check(t, err != nil)
+	_, err = post(t, c, strings.NewReader("c"))
+	assert.Check(t, err != nil, "severed after the fault")
+	assert.Check(t, is.Equal(f.effects.Load(), int64(2)), "refused requests never reach the Engine")
+	seen := p.Seen()
+	assert.Assert(t, is.Len(seen, 3))
+	assert.Check(t, is.Equal(seen[2].Action, faultproxy.ActionRefused))
+	assert.Check(t, is.Len(p.Fired(), 1))
+	p.SetRules()
+	_, err = post(t, c, strings.NewReader("d"))
+	assert.NilError(t, err, "SetRules lifts the severance")
 }
 
 func TestDelay(t *testing.T) {
@@ -191,6 +213,12 @@ func TestReplaceReplyAndAnswer(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Check(t, is.Equal(got, "404 {\"message\":\"no such item\"}\n"))
 	assert.Check(t, is.Equal(f.effects.Load(), int64(1)), "an answered request is not forwarded")
+	seen := p.Seen()
+	assert.Assert(t, is.Len(seen, 2))
+	assert.Check(t, is.Equal(seen[0].Status, 201))
+	assert.Check(t, is.Equal(seen[0].ClientStatus, 409))
+	assert.Check(t, is.Equal(seen[1].Status, 0))
+	assert.Check(t, is.Equal(seen[1].ClientStatus, 404))
 }
 
 // upgrade sends an exec start with upgrade headers on a raw connection and
