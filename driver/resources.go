@@ -31,7 +31,11 @@ var (
 		"CpuPeriod", "CpuQuota", "CpuRealtimePeriod", "CpuRealtimeRuntime", "CpusetCpus", "CpusetMems",
 		"RestartPolicy", "AutoRemove", "Runtime", "Init", "StorageOpt", "Ulimits",
 	}
-	fingerprintVolumeFields  = []string{"Name", "Driver", "Mountpoint", "CreatedAt", "Labels", "Options", "Scope"}
+	// Not CreatedAt: the local driver reports the ctime of the volume's
+	// _data directory (RFC 3339, seconds), which moves whenever the volume
+	// root changes (prepareWork, copy-up, the workload), so a recorded
+	// fingerprint would stop matching the same volume.
+	fingerprintVolumeFields  = []string{"Name", "Driver", "Mountpoint", "Labels", "Options", "Scope"}
 	fingerprintNetworkFields = []string{
 		"Id", "Name", "Created", "Driver", "Scope", "Internal", "Attachable", "Ingress", "EnableIPv6",
 		"ConfigOnly", "IPAM", "Options", "Labels",
