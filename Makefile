@@ -43,4 +43,4 @@ $(KEYS)/qualbox-ed25519.key:
 
 ## verify: check every signed report under reports/ (DIRS=... to choose) against $(KEYS)/qualbox-ed25519.pub.
 verify:
-	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(or $(DIRS),$(dir $(wildcard reports/*/evidence.dsse.json reports/runs/*/evidence.dsse.json)))
+	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(or $(DIRS),$(dir $(wildcard reports/*/*/evidence.dsse.json reports/runs/*/evidence.dsse.json)))

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+const committedKey = "../../reports/keys/qualbox-ed25519.pub"
+
+// committedReports are the signed reports under reports/ (never edited).
+func committedReports(t *testing.T) []string {
+	dirs, err := filepath.Glob("../../reports/linux-x64-cgroupv1/*/evidence.dsse.json")
+	assert.NilError(t, err)
+	assert.Assert(t, len(dirs) >= 2, "want at least two committed reports")
+	for i := range dirs {
+		dirs[i] = filepath.Dir(dirs[i])
+	}
+	return dirs
+}
+
+func TestVerifyCommittedReports(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"verify", "--key", committedKey}, committedReports(t)...), &stdout, &stderr)
+	assert.Equal(t, code, exitOK, "%s%s", stdout.String(), stderr.String())
+	assert.Check(t, is.Contains(stdout.String(), "OK: 16 subjects verified"))
+}
+
+func TestVerifyNamesAOneByteChange(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "report")
+	assert.NilError(t, os.CopyFS(dir, os.DirFS(committedReports(t)[0])))
+	path := filepath.Join(dir, "04-memory-exhaustion", "evidence.json")
+	data, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	data[len(data)/3] ^= 1
+	assert.NilError(t, os.WriteFile(path, data, 0o644))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"verify", "--key", committedKey, dir}, &stdout, &stderr)
+	assert.Equal(t, code, exitFailed)
+	assert.Check(t, is.Contains(stdout.String(), "04-memory-exhaustion/evidence.json: sha256 mismatch: expected "))
+}
+
+func TestVerifyWrongKey(t *testing.T) {
+	keys := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"keygen", "--out", keys}, &stdout, &stderr), exitOK)
+	stdout.Reset()
+	code := run(context.Background(), []string{"verify", "--key", filepath.Join(keys, "qualbox-ed25519.pub"), committedReports(t)[0]}, &stdout, &stderr)
+	assert.Equal(t, code, exitFailed)
+	assert.Check(t, is.Contains(stdout.String(), "evidence.dsse.json: signature: no signature by key"))
+}
+
+func TestMergeCommittedReports(t *testing.T) {
+	reports := committedReports(t)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", "admission,memory-exhaustion,pid-exhaustion"}, reports...), &stdout, &stderr)
+	assert.Equal(t, code, exitOK, stderr.String())
+	assert.Check(t, is.Contains(stdout.String(), "│ memory-exhaustion      │ passed │ passed │"))
+
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", "controller-death"}, reports...), &stdout, &stderr)
+	assert.Equal(t, code, exitFailed)
+	assert.Check(t, is.Contains(stderr.String(), "T1: controller-death: not in any report"))
+}
