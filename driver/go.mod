@@ -1,15 +1,30 @@
 module github.com/qualbox/qualbox/driver
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/containerd/errdefs v1.0.0
 	github.com/gowebpki/jcs v1.0.2
 	github.com/moby/moby/api v1.57.0
 	github.com/moby/moby/client v0.6.3
+	github.com/olekukonko/tablewriter v1.1.5
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/qualbox/qualbox/profiles v0.0.0
 	github.com/qualbox/qualbox/sandboxapi v0.0.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/clipperhouse/displaywidth v0.10.0 // indirect
+	github.com/clipperhouse/uax29/v2 v2.6.0 // indirect
+	github.com/fatih/color v1.18.0 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/mattn/go-runewidth v0.0.19 // indirect
+	github.com/olekukonko/cat v0.0.0-20250911104152-50322a0618f6 // indirect
+	github.com/olekukonko/errors v1.2.0 // indirect
+	github.com/olekukonko/ll v0.1.6 // indirect
 )
 
 require (
@@ -30,8 +45,8 @@ require (
 	go.opentelemetry.io/otel/metric v1.35.0 // indirect
 	go.opentelemetry.io/otel/trace v1.35.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/sys v0.33.0 // indirect
-	gotest.tools/v3 v3.5.2 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	gotest.tools/v3 v3.5.2
 )
 
 replace (
