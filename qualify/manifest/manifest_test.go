@@ -3,6 +3,7 @@ package manifest_test
 import (
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,7 +58,12 @@ func TestShippedManifest(t *testing.T) {
 	for _, s := range m.Scenarios {
 		names = append(names, s.Name)
 	}
-	assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle"})
+	// The shipped manifest selects the whole registered catalogue.
+	assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "memory-exhaustion", "pid-exhaustion",
+		"tmpfs-bounds", "stream-limits", "cancellation", "descendant-containment", "network-isolation",
+		"lost-engine-replies", "exact-cleanup", "unsupported-quota"})
+	sorted := slices.Sorted(slices.Values(names))
+	assert.DeepEqual(t, sorted, scenario.Default().Names())
 }
 
 func TestParseErrors(t *testing.T) {
@@ -81,7 +87,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name:  "bad scenario name",
 			edit:  func(s string) string { return strings.Replace(s, "name: admission", "name: foo", 1) },
-			field: "scenarios[0].name", line: 14, message: `unknown scenario "foo": allowed admission, isolation, lifecycle`,
+			field: "scenarios[0].name", line: 14, message: `unknown scenario "foo": allowed admission, cancellation, descendant-containment, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, unsupported-quota`,
 		},
 		{
 			name:  "bad scenario param",
