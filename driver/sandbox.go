@@ -444,23 +444,37 @@ func (s *sandbox) destroy(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	// lateContainer: this owner dispatched a compute or export create whose
+	// outcome is unknown, so it may still land. It mounts the storage volume
+	// by name, and the Engine creates a missing named volume on container
+	// create, so removing storage now would let the late create bring back
+	// an unlabelled volume under the owned name that no owner could clean
+	// up (reconcile conflicts on it). Storage stays owned until a retry or
+	// a fresh controller, once quiescent, identifies the container. A
+	// recovered owner runs after quiescence (Reconcile's precondition): an
+	// absent name there will not land, and storage is removed.
+	lateContainer := false
+	var uncertain *UncertainError
 	if err := s.stopLocked(ctx); err != nil {
-		var uncertain *UncertainError
 		if !errors.As(err, &uncertain) {
 			return err
 		}
 		// An uncertain compute create must not keep the rest alive.
 		errs = append(errs, err)
+		lateContainer = uncertain.Dispatched
 	}
 	if err := s.checkpoint(ctx, setPhase(sandboxapi.PhaseDestroying)); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, role := range []sandboxapi.Role{sandboxapi.RoleExport, sandboxapi.RoleStorage, sandboxapi.RoleNetwork} {
-		if _, ok := s.resource(role); !ok {
+		if _, ok := s.resource(role); !ok || (role == sandboxapi.RoleStorage && lateContainer) {
 			continue
 		}
 		if err := s.removeRole(ctx, role); err != nil {
 			errs = append(errs, err)
+			if role == sandboxapi.RoleExport && errors.As(err, &uncertain) && uncertain.Dispatched {
+				lateContainer = true
+			}
 		}
 	}
 	if len(errs) > 0 {
