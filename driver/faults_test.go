@@ -357,6 +357,34 @@ func leftovers(t *testing.T, records ...sandboxapi.RecoveryRecord) []string {
 	return out
 }
 
+// purge removes resources leftovers found ("role id"), by exact ID, so a
+// failing case does not leave them on the shared Engine.
+func purge(t *testing.T, left []string) {
+	t.Helper()
+	cli := enginetest.Client(t)
+	ctx := context.Background()
+	for _, pass := range []string{"compute export", "storage", "network"} {
+		for _, l := range left {
+			role, id, _ := strings.Cut(l, " ")
+			if !strings.Contains(pass, role) {
+				continue
+			}
+			var err error
+			switch sandboxapi.Role(role) {
+			case sandboxapi.RoleCompute, sandboxapi.RoleExport:
+				_, err = cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+			case sandboxapi.RoleStorage:
+				_, err = cli.VolumeRemove(ctx, id, client.VolumeRemoveOptions{})
+			case sandboxapi.RoleNetwork:
+				_, err = cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
+			}
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				t.Errorf("purge %s: %v", l, err)
+			}
+		}
+	}
+}
+
 // lookup inspects one resource by exact reference and returns its ID.
 func lookup(t *testing.T, cli *client.Client, role sandboxapi.Role, ref string) (string, bool) {
 	t.Helper()
@@ -485,6 +513,7 @@ func TestFaults(t *testing.T) {
 	t.Run("controller-death", func(t *testing.T) { testControllerDeath(t, table, checkpoints) })
 	t.Run("sibling-survival", func(t *testing.T) { testSiblingSurvival(t, table) })
 	t.Run("removal-race", func(t *testing.T) { testRemovalRaces(t, table) })
+	t.Run("late-create", func(t *testing.T) { testLateCreate(t, table) })
 	t.Run("bad-record", func(t *testing.T) { testBadRecords(t, table) })
 }
 
@@ -563,15 +592,18 @@ func testLostReplies(t *testing.T, table *faultTable) {
 		{"DELETE /networks/{id}", req("DELETE", "/networks/[^/]+"), true},
 	} {
 		for _, sever := range []bool{false, true} {
-			testLostReply(t, table, tc.point, tc.match, tc.outbound, sever)
+			testLostReply(t, table, tc.point, faultproxy.DropReply(tc.match), tc.outbound, sever)
 		}
 	}
+	// The exec's hijacked stream dies inside the first frame header.
+	cut := faultproxy.CutStream(req("POST", "/exec/[^/]+/start"), 4)
+	testLostReply(t, table, "exec stream cut after 4 bytes", cut, false, false)
 }
 
 // testLostReply drops one reply; with sever, the original controller also
 // loses the Engine right after (as if it died there), so only the fresh
 // controller can clean up.
-func testLostReply(t *testing.T, table *faultTable, point string, match faultproxy.Match, outbound, sever bool) {
+func testLostReply(t *testing.T, table *faultTable, point string, rule faultproxy.Rule, outbound, sever bool) {
 	group := "lost reply"
 	if sever {
 		group = "lost reply + Engine lost"
@@ -585,7 +617,7 @@ func testLostReply(t *testing.T, table *faultTable, point string, match faultpro
 				t.Skip(reason)
 			}
 		}
-		p := newProxy(t, faultproxy.DropReply(match))
+		p := newProxy(t, rule)
 		if sever {
 			p.SeverAfterFault()
 		}
@@ -605,7 +637,9 @@ func testLostReply(t *testing.T, table *faultTable, point string, match faultpro
 		left := leftovers(t, append(d.all(), lc.res.RecoveryRecord())...)
 		row.found, row.detail = len(left), strings.Join(left, " ")
 		table.add(row)
-		assert.Check(t, len(left) == 0, "left behind: %v", left)
+		if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
+			purge(t, left)
+		}
 	})
 }
 
@@ -633,7 +667,9 @@ func testPersistFailures(t *testing.T, table *faultTable, checkpoints []string) 
 				left := leftovers(t, append(d.all(), lc.res.RecoveryRecord())...)
 				row.found, row.detail = len(left), strings.Join(left, " ")
 				table.add(row)
-				assert.Check(t, len(left) == 0, "left behind: %v", left)
+				if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
+					purge(t, left)
+				}
 			})
 		}
 	}
@@ -665,4 +701,42 @@ func TestReconcileAfterVolumeRootChanges(t *testing.T) {
 	assert.Assert(t, out.Kind == sandboxapi.ReconciliationMatched, "%s: %s", out.Kind, out.Reason)
 	assert.NilError(t, out.Owner.Destroy(context.Background()))
 	assert.Check(t, len(leftovers(t, d.all()...)) == 0)
+}
+
+// testLateCreate holds the compute create in the proxy past startupMs: the
+// controller gives up (deadline), its cleanup finds the name absent
+// (uncertain), and the create lands afterwards. Once the proxy is
+// quiescent a fresh controller recovers.
+func testLateCreate(t *testing.T, table *faultTable) {
+	for _, tc := range []struct {
+		role string
+		nth  int
+	}{{"compute", 1}, {"export", 2}} {
+		t.Run(tc.role, func(t *testing.T) { testLateContainerCreate(t, table, tc.role, tc.nth) })
+	}
+}
+
+func testLateContainerCreate(t *testing.T, table *faultTable, role string, nth int) {
+	p := newProxy(t, faultproxy.Delay(faultproxy.Request("POST", "/containers/create").Nth(nth), 4*time.Second))
+	policy := faultPolicy(false)
+	policy.Deadlines.StartupMs = 2500
+	var d durable
+	lc := runLifecycle(t, newBackend(t, viaProxy(p)), policy, &d, lifecycleOptions{})
+	row := faultRow{group: "late create", point: "POST /containers/create (" + role + ") held 4s > startupMs 2500", outcome: lc.outcome()}
+	// Quiescence: the held create reached the Engine and was answered.
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if f := p.Fired(); len(f) == 1 && (f[0].Status != 0 || f[0].Err != "") {
+			row.outcome += fmt.Sprintf(" (landed late: Engine said %d)", f[0].Status)
+			break
+		}
+	}
+	r := recoverFresh(t, &d)
+	row.recovery = r.String()
+	lc.settle()
+	left := leftovers(t, append(d.all(), lc.res.RecoveryRecord())...)
+	row.found, row.detail = len(left), strings.Join(left, " ")
+	table.add(row)
+	if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
+		purge(t, left)
+	}
 }
