@@ -42,13 +42,19 @@ type observed struct {
 // takes the "before" snapshot. The caller must call cleanup (also on
 // error: it is safe on a partial start).
 func startObserved(ctx context.Context, env *Env, rec *Record, name string, policy sandboxapi.Policy) (*observed, error) {
-	o := &observed{name: name, env: env, rec: rec, policy: policy}
-	rec.Request("policy:"+name, policy)
 	b, err := env.Backend(env.Profile)
 	if err != nil {
-		return o, fmt.Errorf("driver backend: %w", err)
+		return &observed{name: name, env: env, rec: rec, policy: policy}, fmt.Errorf("driver backend: %w", err)
 	}
-	o.backend = b
+	return startObservedWith(ctx, env, rec, name, policy, b)
+}
+
+// startObservedWith is startObserved on backend b, which the observed
+// sandbox owns from here on (cleanup closes it).
+func startObservedWith(ctx context.Context, env *Env, rec *Record, name string, policy sandboxapi.Policy, b *driver.Backend) (*observed, error) {
+	o := &observed{name: name, env: env, rec: rec, policy: policy, backend: b}
+	rec.Request("policy:"+name, policy)
+	var err error
 	o.res, err = b.Reserve(sandboxapi.Request{Policy: policy}, sandboxapi.InProcess())
 	if err != nil {
 		return o, fmt.Errorf("reserve %s: %w", name, err)

@@ -45,7 +45,8 @@ type Registry map[string]Scenario
 // Default returns the registry of every real scenario.
 func Default() Registry {
 	return NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{}, PIDExhaustion{}, TmpfsBounds{},
-		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{}, LostEngineReplies{})
+		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{}, LostEngineReplies{},
+		Transfer{})
 }
 
 // NewRegistry returns a registry of scenarios keyed by name.
