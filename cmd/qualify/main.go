@@ -23,6 +23,13 @@
 // renders one matrix of scenarios by tuple, exiting 1 unless every
 // --require scenario passed under every tuple.
 //
+// The internal subcommand `qualify controller-child` is the child
+// controller process of the controller-death scenario, which starts it
+// with flags derived from the manifest (endpoint, profile, image ID,
+// namespace, user, policy, spill directory, record file, marker file,
+// checkpoint) and kills it with SIGKILL at the checkpoint; it is not for
+// interactive use and not in the usage text.
+//
 // Exit status: 0 when every scenario passed, was skipped or not
 // applicable; 1 when one failed; 2 for usage and manifest errors; 3 when no
 // Engine answers or the guest image cannot be built; 130 when interrupted
@@ -86,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return mergeCmd(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		return keygenCmd(args[1:], stdout, stderr)
+	case scenario.ChildCommand:
+		return childCmd(ctx, args[1:], stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK

@@ -46,7 +46,7 @@ type Registry map[string]Scenario
 func Default() Registry {
 	return NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{}, PIDExhaustion{}, TmpfsBounds{},
 		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{}, LostEngineReplies{},
-		Transfer{})
+		Transfer{}, ControllerDeath{})
 }
 
 // NewRegistry returns a registry of scenarios keyed by name.

@@ -1,0 +1,592 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/observer"
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// ControllerDeath kills a child controller process with SIGKILL at chosen
+// checkpoints of reserve and start (DESIGN.md "Qualification": controller
+// death; seed README "Cleanup-only recovery"). The child is the qualify
+// binary's internal `controller-child` subcommand (RunChild), which
+// persists every recovery record atomically to a file. After the kill the
+// scenario records whether compute still runs (controller death does not
+// stop compute), then a fresh in-process driver.Backend reconciles the last
+// durable record, persists the advanced owner record when reconciliation
+// changed it, destroys, and every resource of the sandbox is checked
+// absent by exact name and ID. The evidence has one table row per
+// checkpoint.
+type ControllerDeath struct{}
+
+// ControllerDeathParams are the controller-death params.
+type ControllerDeathParams struct {
+	// Checkpoints are where the child dies: N (after the N-th persisted
+	// record is durable, before the effect it precedes; 0 is the
+	// reservation record before Start), "N/before" (at the N-th persist
+	// call, before that record is durable: record N-1 and its effect are
+	// done) and "exec" (after `qualbox-probe sleep 1000` started as the
+	// sandbox's process). Default: every checkpoint of reserve and start,
+	// both ways, plus exec.
+	Checkpoints []checkpoint `json:"checkpoints,omitempty"`
+}
+
+// checkpoint is one ControllerDeathParams entry: an integer or a string.
+type checkpoint string
+
+func (c *checkpoint) UnmarshalJSON(data []byte) error {
+	var n int
+	if err := json.Unmarshal(data, &n); err == nil {
+		if n < 0 {
+			return fmt.Errorf("checkpoint %d: want a non-negative index", n)
+		}
+		*c = checkpoint(strconv.Itoa(n))
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf(`checkpoint %s: want an index N, "N/before" or "exec"`, data)
+	}
+	if err := validCheckpoint(s); err != nil {
+		return err
+	}
+	*c = checkpoint(s)
+	return nil
+}
+
+// validCheckpoint accepts "N", "N/before" (N >= 1) and "exec".
+func validCheckpoint(s string) error {
+	if s == CheckpointExec {
+		return nil
+	}
+	n, before := strings.CutSuffix(s, "/before")
+	i, err := strconv.Atoi(n)
+	switch {
+	case err != nil || i < 0 || strconv.Itoa(i) != n:
+		return fmt.Errorf(`checkpoint %q: want an index N, "N/before" or "exec"`, s)
+	case before && i < 1:
+		return fmt.Errorf(`checkpoint %q: "N/before" needs N >= 1 (persist calls count from 1)`, s)
+	}
+	return nil
+}
+
+// Name returns "controller-death".
+func (ControllerDeath) Name() string { return "controller-death" }
+
+func (ControllerDeath) params(raw map[string]any) (ControllerDeathParams, error) {
+	var p ControllerDeathParams
+	if err := DecodeParams(raw, &p); err != nil {
+		return p, err
+	}
+	if p.Checkpoints != nil && len(p.Checkpoints) == 0 {
+		return p, errors.New("params.checkpoints: want at least one checkpoint")
+	}
+	seen := map[checkpoint]bool{}
+	for i, c := range p.Checkpoints {
+		if seen[c] {
+			return p, fmt.Errorf("params.checkpoints[%d]: %q is listed twice", i, c)
+		}
+		seen[c] = true
+	}
+	return p, nil
+}
+
+// Validate checks params: checkpoints.
+func (s ControllerDeath) Validate(params map[string]any) error {
+	_, err := s.params(params)
+	return err
+}
+
+// DeathRow is one checkpoint's row of the controller-death table.
+type DeathRow struct {
+	Checkpoint string `json:"checkpoint"`
+	// Durable is the last durable record at death: phase and identities.
+	Durable string `json:"durable"`
+	// Persisted is how many records the child had persisted.
+	Persisted int `json:"persisted"`
+	// ComputeAtKill and ComputeAfterKill are the compute container's
+	// state just before SIGKILL and after it (absent, created, running).
+	ComputeAtKill    string `json:"computeAtKill"`
+	ComputeAfterKill string `json:"computeAfterKill"`
+	// Reconciliation is the fresh controller's reconciliation kind.
+	Reconciliation string `json:"reconciliation"`
+	// Advanced says the owner's record differed and was persisted.
+	Advanced bool `json:"advanced"`
+	// Destroy is "ok", "n/a" or the error class.
+	Destroy string `json:"destroy"`
+	// Left is the number of the sandbox's resources present afterwards.
+	Left int `json:"left"`
+	// Scope is the observer's verdict on the keeper's cgroup after
+	// recovery ("" when compute never ran).
+	Scope string `json:"scope,omitempty"`
+}
+
+// qualifyBinary is the binary run as the child controller.
+func qualifyBinary() (string, error) {
+	if b := os.Getenv(QualifyBinaryEnv); b != "" {
+		return b, nil
+	}
+	return os.Executable()
+}
+
+// Run kills the child at every selected checkpoint and recovers.
+func (s ControllerDeath) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
+	p, err := s.params(params)
+	if err != nil {
+		return err
+	}
+	bin, err := qualifyBinary()
+	if err != nil {
+		return err
+	}
+	rec.Request("child controller", bin+" "+ChildCommand)
+	rec.Request("policy", env.Policy)
+	var points []string
+	for _, c := range p.Checkpoints {
+		points = append(points, string(c))
+	}
+	rows := map[string]DeathRow{}
+	run := func(cp string) error {
+		row, err := deathCase(ctx, env, rec, bin, cp)
+		rows[cp] = row
+		return err
+	}
+	if points == nil {
+		// Default: exec first; its marker says how many records starting
+		// persisted, which fixes the list of checkpoints.
+		if err := run(CheckpointExec); err != nil {
+			return err
+		}
+		k := rows[CheckpointExec].Persisted
+		rec.Check("default checkpoints: starting persisted records", ">= 1", k, k >= 1)
+		points = append(points, "0")
+		for n := 1; n <= k; n++ {
+			points = append(points, fmt.Sprintf("%d/before", n), strconv.Itoa(n))
+		}
+		points = append(points, CheckpointExec)
+	}
+	rec.Request("checkpoints", points)
+	var table []DeathRow
+	for _, cp := range points {
+		if _, done := rows[cp]; !done {
+			if err := run(cp); err != nil {
+				return err
+			}
+		}
+		table = append(table, rows[cp])
+		rec.Observe("checkpoint table", table)
+	}
+	rec.Observe("checkpoint table (text)", deathTable(table))
+	return nil
+}
+
+// deathTable renders the rows as a Markdown table.
+func deathTable(rows []DeathRow) []string {
+	out := []string{"| checkpoint | durable record at death | compute at kill → after | reconciliation | advanced+persisted | destroy | left | scope |", "|---|---|---|---|---|---|---|---|"}
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("| %s | %s | %s → %s | %s | %t | %s | %d | %s |", r.Checkpoint, r.Durable, r.ComputeAtKill, r.ComputeAfterKill, r.Reconciliation, r.Advanced, r.Destroy, r.Left, r.Scope))
+	}
+	return out
+}
+
+// describeRecord is "phase P; role identity, ..." of r.
+func describeRecord(r sandboxapi.RecoveryRecord) string {
+	parts := make([]string, 0, len(r.Resources))
+	for _, res := range r.Resources {
+		parts = append(parts, string(res.Role)+" "+string(res.Identity.Kind))
+	}
+	return fmt.Sprintf("phase %s; %s", r.Phase, strings.Join(parts, ", "))
+}
+
+// boundedBuffer keeps the first 64 KiB written to it.
+type boundedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := 64<<10 - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// recordOwner lets the runner check the resources of a record that no
+// cleanup owner holds (reconciliation absent): it only reports the record.
+type recordOwner struct{ r sandboxapi.RecoveryRecord }
+
+func (o recordOwner) RecoveryRecord() sandboxapi.RecoveryRecord { return o.r }
+func (o recordOwner) Stop(context.Context) error {
+	return errors.New("record only: reconciliation found no resource")
+}
+func (o recordOwner) Destroy(context.Context) error {
+	return errors.New("record only: reconciliation found no resource")
+}
+
+// inspectRef inspects one resource by exact reference (read-only) and
+// returns its ID and, for a container, its state; ok is false when absent.
+func inspectRef(ctx context.Context, cli *client.Client, role sandboxapi.Role, ref string) (id, state string, ok bool, err error) {
+	absent := func(err error) (string, string, bool, error) {
+		if cerrdefs.IsNotFound(err) {
+			return "", "", false, nil
+		}
+		return "", "", false, fmt.Errorf("inspect %s %s: %w", role, ref, err)
+	}
+	switch role {
+	case sandboxapi.RoleCompute, sandboxapi.RoleExport:
+		res, err := cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+		if err != nil {
+			return absent(err)
+		}
+		c := res.Container
+		if strings.TrimPrefix(c.Name, "/") != ref && c.ID != ref {
+			return "", "", false, nil // an ID-prefix match of a name: not this reference
+		}
+		state = "created"
+		if c.State != nil {
+			state = string(c.State.Status)
+		}
+		return c.ID, state, true, nil
+	case sandboxapi.RoleStorage:
+		res, err := cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
+		if err != nil {
+			return absent(err)
+		}
+		return res.Volume.Name, "", true, nil
+	case sandboxapi.RoleNetwork:
+		res, err := cli.NetworkInspect(ctx, ref, client.NetworkInspectOptions{})
+		if err != nil {
+			return absent(err)
+		}
+		if res.Network.Name != ref && res.Network.ID != ref {
+			return "", "", false, nil
+		}
+		return res.Network.ID, "", true, nil
+	}
+	return "", "", false, fmt.Errorf("unknown resource role %q", role)
+}
+
+// leftovers returns "role id" for every resource of records present on the
+// Engine, looked up by exact name and by every identified ID. Names derive
+// from namespace and operation, so this is exhaustive for the sandbox.
+func leftovers(ctx context.Context, cli *client.Client, records ...sandboxapi.RecoveryRecord) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range records {
+		for _, res := range r.Resources {
+			refs := []string{res.Name}
+			if res.Identity.Kind == sandboxapi.IdentityIdentified {
+				refs = append(refs, res.Identity.ID)
+			}
+			for _, ref := range refs {
+				id, _, ok, err := inspectRef(ctx, cli, res.Role, ref)
+				if err != nil {
+					return out, err
+				}
+				if ok && !seen[id] {
+					seen[id] = true
+					out = append(out, fmt.Sprintf("%s %s", res.Role, id))
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// computeState is the compute container's state by exact name.
+func computeState(ctx context.Context, cli *client.Client, r sandboxapi.RecoveryRecord) (id, state string, err error) {
+	for _, res := range r.Resources {
+		if res.Role == sandboxapi.RoleCompute {
+			id, state, ok, err := inspectRef(ctx, cli, res.Role, res.Name)
+			if err != nil || !ok {
+				return "", "absent", err
+			}
+			return id, state, nil
+		}
+	}
+	return "", "absent", nil
+}
+
+// expectedReconciliation is what Reconcile must answer for r given what
+// the Engine holds by exact name: uncertain when a "creating" resource is
+// absent, matched when any resource is present, absent otherwise; and
+// whether a "creating" identity is present (the owner's record advances).
+func expectedReconciliation(ctx context.Context, cli *client.Client, r sandboxapi.RecoveryRecord) (sandboxapi.ReconciliationKind, bool, error) {
+	present, uncertain, advance := false, false, false
+	for _, res := range r.Resources {
+		if res.Identity.Kind == sandboxapi.IdentityPlanned {
+			continue
+		}
+		_, _, ok, err := inspectRef(ctx, cli, res.Role, res.Name)
+		if err != nil {
+			return "", false, err
+		}
+		switch {
+		case ok && res.Identity.Kind == sandboxapi.IdentityCreating:
+			present, advance = true, true
+		case ok:
+			present = true
+		case res.Identity.Kind == sandboxapi.IdentityCreating:
+			uncertain = true
+		}
+	}
+	switch {
+	case uncertain:
+		return sandboxapi.ReconciliationUncertain, advance, nil
+	case present:
+		return sandboxapi.ReconciliationMatched, advance, nil
+	}
+	return sandboxapi.ReconciliationAbsent, false, nil
+}
+
+// deathCase runs one child to checkpoint cp, kills it and recovers. Checks
+// are named "<cp>: ...". The returned error is the case's own failure
+// (nothing more can be judged); check failures are recorded, not returned.
+func deathCase(ctx context.Context, env *Env, rec *Record, bin, cp string) (DeathRow, error) {
+	row := DeathRow{Checkpoint: cp, Destroy: "n/a"}
+	name := func(s string) string { return cp + ": " + s }
+	env.Log("checkpoint %s", cp)
+	dir := filepath.Join(env.Dir, "checkpoint-"+strings.ReplaceAll(cp, "/", "-"))
+	spill := filepath.Join(dir, "spill")
+	for _, d := range []string{spill, filepath.Join(dir, "spill-recovery")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return row, err
+		}
+	}
+	cfg := ChildConfig{
+		Profile: env.Profile, Endpoint: env.Endpoint, ImageID: env.ImageID, Namespace: env.Namespace,
+		User: env.User, Policy: env.Policy, SpillDir: spill,
+		RecordFile: filepath.Join(dir, "record.json"), MarkerFile: filepath.Join(dir, "marker.json"), Checkpoint: cp,
+	}
+	args, err := cfg.Args()
+	if err != nil {
+		return row, err
+	}
+	cmd := exec.Command(bin, append([]string{ChildCommand}, args...)...)
+	var out boundedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return row, fmt.Errorf("start child controller: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	// Wait for the marker (or the child's own end).
+	var marker ChildMarker
+	blocked, exitedEarly, early := false, false, error(nil)
+	deadline := time.After(time.Duration(env.Policy.Deadlines.StartupMs)*time.Millisecond + 30*time.Second)
+wait:
+	for {
+		select {
+		case err := <-exited:
+			exitedEarly = true
+			early = fmt.Errorf("child exited before its checkpoint: %v", err)
+			if err == nil {
+				early = errors.New("child exited 0 before its checkpoint")
+			}
+			break wait
+		case <-deadline:
+			early = errors.New("child did not reach its checkpoint in time")
+			break wait
+		case <-ctx.Done():
+			early = ctx.Err()
+			break wait
+		case <-time.After(10 * time.Millisecond):
+		}
+		if data, err := os.ReadFile(cfg.MarkerFile); err == nil && json.Unmarshal(data, &marker) == nil {
+			blocked = true
+			break
+		}
+	}
+	row.Persisted = marker.Persisted
+	cctx, cancel := cleanupContext(ctx, env.Policy)
+	defer cancel()
+
+	// State at death: the durable record and compute, before the kill.
+	var scope *observer.Scope
+	var snaps []observer.Snapshot
+	snapshot := func(label string) observer.Snapshot {
+		s := scope.Read(env.HostFS(), label)
+		snaps = append(snaps, s)
+		return s
+	}
+	if blocked {
+		if last, err := readRecordFile(cfg.RecordFile); err == nil {
+			id, state, err := computeState(cctx, env.Engine, last)
+			if err != nil {
+				return row, err
+			}
+			row.ComputeAtKill = state
+			if state == "running" {
+				if pid, err := observer.KeeperPID(cctx, env.Engine, id); err == nil {
+					if s, err := observer.Resolve(env.HostFS(), pid); err == nil {
+						scope = &s
+						snapshot("before kill")
+					}
+				}
+			}
+		}
+	}
+	// Kill (also an early child still running past its deadline).
+	if !exitedEarly {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+	killed := false
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	}
+	rec.Check(name("child blocked at its checkpoint and died of SIGKILL"), "marker written; killed by SIGKILL",
+		fmt.Sprintf("marker %t (%d persisted); %s; %s", blocked, marker.Persisted, cmd.ProcessState, errText(early)),
+		blocked && killed && early == nil)
+	if !blocked {
+		rec.Observe(name("child output"), out.String())
+	}
+
+	last, err := readRecordFile(cfg.RecordFile)
+	if err != nil {
+		return row, fmt.Errorf("%s: read the last durable record: %w", cp, err)
+	}
+	row.Durable = describeRecord(last)
+	rec.Observe(name("durable record at death"), last)
+
+	// Controller death does not stop compute.
+	time.Sleep(300 * time.Millisecond)
+	computeID, after, err := computeState(cctx, env.Engine, last)
+	if err != nil {
+		return row, err
+	}
+	row.ComputeAfterKill = after
+	if row.ComputeAtKill == "running" {
+		rec.Equal(name("compute still running after controller death"), "running", after)
+	}
+	if scope != nil {
+		during := snapshot("after kill")
+		rec.Check(name("observer: keeper still in the scope after the kill"), "keeper in cgroup.procs", during.Procs, containsInt(during.Procs, scope.PID))
+		if cp == CheckpointExec {
+			pid := probeSleepPID(env.HostFS(), scope, snapshot)
+			rec.Check(name("observer: the process `qualbox-probe sleep 1000` still runs in the scope"), "a host PID", pid, pid > 0)
+		}
+	}
+
+	// A fresh controller recovers from the last durable record.
+	wantKind, wantAdvance, err := expectedReconciliation(cctx, env.Engine, last)
+	if err != nil {
+		return row, err
+	}
+	fresh, err := driver.New(driver.Config{
+		Profile: env.Profile, Endpoint: env.Endpoint, Namespace: env.Namespace,
+		SpillDirectory: filepath.Join(dir, "spill-recovery"), ImageID: env.ImageID, User: env.User,
+	})
+	if err != nil {
+		return row, err
+	}
+	defer fresh.Close()
+	out2, rerr := fresh.Reconcile(cctx, last)
+	row.Reconciliation = string(out2.Kind)
+	if rerr != nil {
+		row.Reconciliation = "error: " + rerr.Error()
+	}
+	got := row.Reconciliation
+	if out2.Kind == sandboxapi.ReconciliationConflict {
+		got += ": " + out2.Reason
+	}
+	rec.Check(name("reconciliation of the last durable record"), string(wantKind), got, rerr == nil && out2.Kind == wantKind)
+	records := []sandboxapi.RecoveryRecord{last}
+	if out2.Owner != nil {
+		owner := out2.Owner
+		rec.Track(owner)
+		adv := owner.RecoveryRecord()
+		row.Advanced = !reflect.DeepEqual(adv, last)
+		rec.Equal(name("owner record advanced (a creating resource was found)"), wantAdvance, row.Advanced)
+		if row.Advanced {
+			records = append(records, adv)
+			perr := writeRecordFile(cfg.RecordFile, adv)
+			back, berr := readRecordFile(cfg.RecordFile)
+			rec.Check(name("advanced owner record persisted before cleanup"), "the owner's record on disk", errText(errors.Join(perr, berr)),
+				perr == nil && berr == nil && reflect.DeepEqual(back, adv))
+			rec.Observe(name("advanced record"), adv)
+		}
+		derr := owner.Destroy(cctx)
+		var unc *driver.UncertainError
+		switch {
+		case derr == nil:
+			row.Destroy = "ok"
+		case errors.As(derr, &unc):
+			row.Destroy = "uncertain " + string(unc.Role)
+		default:
+			row.Destroy = "error: " + derr.Error()
+		}
+		// A "creating" resource whose name is absent keeps its retry owner:
+		// destroy says so instead of claiming success.
+		wantDestroy := "ok"
+		if wantKind == sandboxapi.ReconciliationUncertain {
+			wantDestroy = "uncertain <role>"
+		}
+		rec.Check(name("destroy by the recovered owner"), wantDestroy, row.Destroy,
+			derr == nil && wantKind != sandboxapi.ReconciliationUncertain || unc != nil && wantKind == sandboxapi.ReconciliationUncertain)
+	} else {
+		rec.Track(recordOwner{r: last})
+	}
+	left, err := leftovers(cctx, env.Engine, records...)
+	if err != nil {
+		return row, err
+	}
+	row.Left = len(left)
+	rec.Check(name("no resource of the sandbox remains (exact names and IDs)"), "none", strings.Join(append([]string{"none"}, left...)[min(len(left), 1):], ", "), len(left) == 0)
+	if scope != nil {
+		a := scope.WaitAbsent(cctx, env.HostFS(), 50*time.Millisecond)
+		row.Scope = a.String()
+		rec.Check(name("observer: scope gone or empty after recovery"), "gone|empty", a.String(), a.OK())
+		rec.Observe("observer:"+cp, map[string]any{"computeId": computeID, "scope": scope, "snapshots": snaps, "absence": a})
+	}
+	return row, nil
+}
+
+// probeSleepPID polls the scope (up to 5 s) for the probe's `sleep 1000`
+// and returns its host PID, or 0.
+func probeSleepPID(host fs.FS, scope *observer.Scope, snapshot func(string) observer.Snapshot) int {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := scope.Read(host, "probe lookup")
+		for _, p := range s.Procs {
+			cmd, err := fs.ReadFile(host, fmt.Sprintf("proc/%d/cmdline", p))
+			if err == nil && strings.Contains(string(cmd), "qualbox-probe") && strings.HasSuffix(string(cmd), "\x00sleep\x001000\x00") {
+				snapshot("exec running")
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			snapshot("exec not found")
+			return 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
