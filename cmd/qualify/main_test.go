@@ -39,7 +39,7 @@ func TestManifestErrorExitsTwo(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"run", "--manifest", path}, &stdout, &stderr)
 	assert.Equal(t, code, exitUsage)
-	assert.Check(t, is.Contains(stderr.String(), `scenarios[2].name: unknown scenario "foo": allowed admission, cancellation, descendant-containment, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, unsupported-quota`))
+	assert.Check(t, is.Contains(stderr.String(), `scenarios[2].name: unknown scenario "foo": allowed admission, cancellation, controller-death, descendant-containment, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, transfer, unsupported-quota`))
 	assert.Check(t, is.Contains(stderr.String(), path+":"))
 }
 
@@ -48,6 +48,18 @@ func TestUsageErrors(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		assert.Equal(t, run(context.Background(), args, &stdout, &stderr), exitUsage, "args %q", args)
 	}
+}
+
+// The internal controller-child subcommand rejects incomplete flags with
+// exit 2 and stays out of the usage text.
+func TestControllerChildUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"controller-child", "--profile", "linux-x64-cgroupv1"}, &stdout, &stderr)
+	assert.Equal(t, code, exitUsage)
+	assert.Check(t, is.Contains(stderr.String(), "is required"))
+	stdout.Reset()
+	assert.Equal(t, run(context.Background(), []string{"help"}, &stdout, &stderr), exitOK)
+	assert.Check(t, !strings.Contains(stdout.String(), "controller-child"))
 }
 
 func TestRefusesNonEmptyOutput(t *testing.T) {
