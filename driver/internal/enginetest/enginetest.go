@@ -28,7 +28,7 @@ func Socket() string {
 // Client returns a moby client for the test Engine, closed at cleanup.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.WithHost("unix://"+Socket()))
+	cli, err := client.New(client.WithHost("unix://" + Socket()))
 	if err != nil {
 		t.Fatalf("engine client: %v", err)
 	}
@@ -77,7 +77,7 @@ func RemoveImage() error {
 	if !built {
 		return nil
 	}
-	cli, err := client.New(client.WithHost("unix://"+Socket()))
+	cli, err := client.New(client.WithHost("unix://" + Socket()))
 	if err != nil {
 		return err
 	}
