@@ -3,16 +3,30 @@
 GO      ?= go
 PKGS    := github.com/qualbox/qualbox/...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
-# KEYS holds the report signing key pair; the private key is git-ignored.
-KEYS    ?= reports/keys
+# KEYS holds this machine's report signing key pair, generated on first use
+# outside the repository: a private key never enters git. TRUSTED_KEY is the
+# committed public key that verifies the committed reports under reports/.
+KEYS    ?= /var/lib/qualbox/keys
+TRUSTED_KEY ?= reports/keys/qualbox-ed25519.pub
 
-.PHONY: test qualify engine engine-down bench bench-transfer lint
+.PHONY: test test-lane-b qualify engine engine-down engine-b engine-b-down bench bench-transfer lint
 
 engine:
 	@scripts/engine.sh up
 
 engine-down:
 	@scripts/engine.sh down
+
+## engine-b: lane B, a current Moby Engine built from its Go module, at /run/qualbox-moby/docker.sock.
+engine-b:
+	@scripts/engine.sh up-b
+
+engine-b-down:
+	@scripts/engine.sh down-b
+
+## test-lane-b: the driver's real-Engine tests (conformance, streams, faults, recovery) against lane B.
+test-lane-b: engine-b
+	QUALBOX_ENGINE_SOCKET=/run/qualbox-moby/docker.sock $(GO) test -count=1 -timeout 30m ./driver/...
 
 ## test: vet and test every module, including the tests that need the real Engine.
 test: engine
@@ -41,6 +55,7 @@ lint:
 $(KEYS)/qualbox-ed25519.key:
 	$(GO) run ./cmd/qualify keygen --out $(KEYS)
 
-## verify: check every signed report under reports/ (DIRS=... to choose) against $(KEYS)/qualbox-ed25519.pub.
+## verify: check the committed signed reports against $(TRUSTED_KEY); DIRS=... KEY=... for others
+## (a local `make qualify` run verifies with KEY=$(KEYS)/qualbox-ed25519.pub).
 verify:
-	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(or $(DIRS),$(dir $(wildcard reports/*/*/evidence.dsse.json reports/runs/*/evidence.dsse.json)))
+	$(GO) run ./cmd/qualify verify --key $(or $(KEY),$(TRUSTED_KEY)) $(or $(DIRS),$(dir $(wildcard reports/linux-*/*/evidence.dsse.json)))

@@ -7,6 +7,11 @@
 #   scripts/engine.sh up     install if missing, start if not answering, wait
 #   scripts/engine.sh down   stop the Engine only if this script started it
 #   scripts/engine.sh status print whether the socket answers
+#
+# Lane B (shared/ENGINES.md): a current Moby Engine built from its Go module
+# beside lane A, with its own data root, exec root and socket.
+#
+#   scripts/engine.sh up-b | down-b | status-b
 set -euo pipefail
 
 SOCKET=${QUALBOX_ENGINE_SOCKET:-/var/run/docker.sock}
@@ -77,7 +82,73 @@ down() {
 	fi
 }
 
+# Lane B pins: the module versions ENGINES.md checked on this kind of host.
+MOBY_VERSION=v2.0.0-beta.24
+RUNC_VERSION=v1.3.4
+B_PREFIX=/opt/qualbox-moby
+B_SOCKET=/run/qualbox-moby/docker.sock
+B_PIDFILE=/run/qualbox-moby/docker.pid
+B_LOG=/var/log/qualbox-moby.log
+
+answers_b() {
+	curl -sf --max-time 3 --unix-socket "$B_SOCKET" http://engine/_ping >/dev/null 2>&1
+}
+
+install_b() {
+	install_packages
+	if ! dpkg -s libseccomp-dev pkg-config >/dev/null 2>&1; then
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev pkg-config >&2
+	fi
+	mkdir -p "$B_PREFIX/bin"
+	# Rebuild when the recorded versions differ from the pins.
+	if [ "$(cat "$B_PREFIX/VERSIONS" 2>/dev/null)" != "dockerd $MOBY_VERSION runc $RUNC_VERSION" ] ||
+		[ ! -x "$B_PREFIX/bin/dockerd" ] || [ ! -x "$B_PREFIX/bin/runc" ]; then
+		echo "engine-b: building dockerd $MOBY_VERSION and runc $RUNC_VERSION into $B_PREFIX/bin (minutes)" >&2
+		GOBIN="$B_PREFIX/bin" CGO_ENABLED=0 go install "github.com/moby/moby/v2/cmd/dockerd@$MOBY_VERSION" >&2
+		GOBIN="$B_PREFIX/bin" CGO_ENABLED=1 go install -tags seccomp "github.com/opencontainers/runc@$RUNC_VERSION" >&2
+		echo "dockerd $MOBY_VERSION runc $RUNC_VERSION" >"$B_PREFIX/VERSIONS"
+	fi
+}
+
+up_b() {
+	install_b
+	if answers_b; then
+		echo "engine-b: $B_SOCKET answers" >&2
+		return 0
+	fi
+	mkdir -p /run/qualbox-moby /var/lib/qualbox-moby
+	echo "engine-b: starting dockerd $MOBY_VERSION at $B_SOCKET (log $B_LOG)" >&2
+	PATH="$B_PREFIX/bin:$PATH" setsid dockerd --data-root /var/lib/qualbox-moby --exec-root /run/qualbox-moby/exec \
+		--host "unix://$B_SOCKET" --pidfile "$B_PIDFILE" --bridge none --iptables=false --ip6tables=false \
+		>"$B_LOG" 2>&1 </dev/null &
+	for _ in $(seq 1 120); do
+		if answers_b; then
+			echo "engine-b: ready" >&2
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "engine-b: dockerd did not answer at $B_SOCKET within 60 s; see $B_LOG" >&2
+	tail -n 20 "$B_LOG" >&2
+	return 1
+}
+
+down_b() {
+	if [ -f "$B_PIDFILE" ]; then
+		pid=$(cat "$B_PIDFILE")
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "engine-b: stopping dockerd (pid $pid)" >&2
+			kill "$pid"
+			for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+		fi
+	fi
+}
+
 case "${1:-up}" in
+up-b) up_b ;;
+down-b) down_b ;;
+status-b) if answers_b; then echo "answers: $B_SOCKET"; else echo "no answer: $B_SOCKET"; exit 1; fi ;;
 up) up ;;
 down) down ;;
 status) if answers; then echo "answers: $SOCKET"; else echo "no answer: $SOCKET"; exit 1; fi ;;
