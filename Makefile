@@ -9,7 +9,7 @@ MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 KEYS    ?= /var/lib/qualbox/keys
 TRUSTED_KEY ?= reports/keys/qualbox-ed25519.pub
 
-.PHONY: test test-lane-b qualify engine engine-down engine-b engine-b-down bench bench-transfer lint
+.PHONY: test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
 
 engine:
 	@scripts/engine.sh up
@@ -36,6 +36,10 @@ test: engine
 ## qualify: build the guest image, run $(MANIFEST) against the real Engine, write and sign reports/runs/<timestamp>/.
 qualify: engine $(KEYS)/qualbox-ed25519.key
 	$(GO) run ./cmd/qualify run --manifest $(MANIFEST) --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
+
+## qualify-lane-b: the same catalogue against lane B (builds and starts it if needed).
+qualify-lane-b: engine-b $(KEYS)/qualbox-ed25519.key
+	$(GO) run ./cmd/qualify run --manifest manifests/linux-x64-cgroupv1-lane-b.yaml --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
 
 ## bench: driver benchmarks; each prints its ratio against a reference measured in the same run.
 bench: engine

@@ -102,12 +102,18 @@ install_b() {
 	fi
 	mkdir -p "$B_PREFIX/bin"
 	# Rebuild when the recorded versions differ from the pins.
-	if [ "$(cat "$B_PREFIX/VERSIONS" 2>/dev/null)" != "dockerd $MOBY_VERSION runc $RUNC_VERSION" ] ||
+	if [ "$(cat "$B_PREFIX/VERSIONS" 2>/dev/null)" != "stamped dockerd $MOBY_VERSION runc $RUNC_VERSION" ] ||
 		[ ! -x "$B_PREFIX/bin/dockerd" ] || [ ! -x "$B_PREFIX/bin/runc" ]; then
 		echo "engine-b: building dockerd $MOBY_VERSION and runc $RUNC_VERSION into $B_PREFIX/bin (minutes)" >&2
-		GOBIN="$B_PREFIX/bin" CGO_ENABLED=0 go install "github.com/moby/moby/v2/cmd/dockerd@$MOBY_VERSION" >&2
-		GOBIN="$B_PREFIX/bin" CGO_ENABLED=1 go install -tags seccomp "github.com/opencontainers/runc@$RUNC_VERSION" >&2
-		echo "dockerd $MOBY_VERSION runc $RUNC_VERSION" >"$B_PREFIX/VERSIONS"
+		# Stamp the module versions: unstamped, /version says "library-import"
+		# and /info has no runc commit, and reports would carry no identity.
+		GOBIN="$B_PREFIX/bin" CGO_ENABLED=0 go install \
+			-ldflags "-X github.com/moby/moby/v2/dockerversion.Version=${MOBY_VERSION#v} -X github.com/moby/moby/v2/dockerversion.GitCommit=module-$MOBY_VERSION" \
+			"github.com/moby/moby/v2/cmd/dockerd@$MOBY_VERSION" >&2
+		GOBIN="$B_PREFIX/bin" CGO_ENABLED=1 go install -tags seccomp \
+			-ldflags "-X main.version=${RUNC_VERSION#v} -X main.gitCommit=module-$RUNC_VERSION" \
+			"github.com/opencontainers/runc@$RUNC_VERSION" >&2
+		echo "stamped dockerd $MOBY_VERSION runc $RUNC_VERSION" >"$B_PREFIX/VERSIONS"
 	fi
 }
 
