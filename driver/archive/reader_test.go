@@ -16,6 +16,8 @@ import (
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/driver/archive/archivetest"
 )
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz/FuzzValidate from the crafted cases")
@@ -58,32 +60,6 @@ func build(t testing.TB, ents ...ent) []byte {
 	return buf.Bytes()
 }
 
-// rawHeader returns one hand-made ustar header block with a correct
-// checksum; patch adjusts fields before the checksum is computed.
-func rawHeader(name string, typ byte, size string, patch func(b []byte)) []byte {
-	b := make([]byte, BlockSize)
-	copy(b[0:], name)
-	copy(b[100:], "0000644\x00")
-	copy(b[108:], "0177776\x00")
-	copy(b[116:], "0177776\x00")
-	copy(b[124:], size)
-	copy(b[136:], "14000000000\x00")
-	b[156] = typ
-	copy(b[257:], "ustar\x0000")
-	if patch != nil {
-		patch(b)
-	}
-	sum := 0
-	for i, c := range b {
-		if i >= 148 && i < 156 {
-			c = ' '
-		}
-		sum += int(c)
-	}
-	copy(b[148:], fmt.Sprintf("%06o\x00 ", sum))
-	return b
-}
-
 func zeros(n int) []byte { return make([]byte, n) }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -97,7 +73,7 @@ func paxBlock(name string, recs ...string) []byte {
 		}
 		body = fmt.Appendf(body, "%d %s\n", n, r)
 	}
-	h := rawHeader(name, 'x', fmt.Sprintf("%011o\x00", len(body)), nil)
+	h := archivetest.RawHeader(name, 'x', fmt.Sprintf("%011o\x00", len(body)), nil)
 	pad := (BlockSize - len(body)%BlockSize) % BlockSize
 	return cat(h, body, zeros(pad))
 }
@@ -140,16 +116,16 @@ func craftedCases(t testing.TB) []crafted {
 		{"fifo", build(t, ent{name: "pipe", typ: tar.TypeFifo}), "pipe", "FIFO", false},
 		{"symlink", build(t, ent{name: "escape", typ: tar.TypeSymlink, link: "/"}), "escape", "symbolic link", false},
 		{"hardlink", build(t, ent{name: "a", body: "x"}, ent{name: "b", typ: tar.TypeLink, link: "a"}), "b", "hard link", false},
-		{"gnu sparse type", cat(rawHeader("sparse", 'S', "00000000000\x00", nil), end), "sparse", "sparse", false},
-		{"pax sparse", cat(paxBlock("x", "GNU.sparse.major=1", "GNU.sparse.name=big"), rawHeader("big", '0', "00000000000\x00", nil), end), "x", "sparse", false},
-		{"base-256 size", cat(rawHeader("big", '0', "", func(b []byte) { b[124] = 0x80; b[135] = 1 }), end), "big", "base-256", true},
-		{"pax size override", cat(paxBlock("big", "size=8589934592"), rawHeader("big", '0', "00000000000\x00", nil), end), "big", "PAX size override", true},
-		{"12-digit size", cat(rawHeader("big", '0', "100000000000", nil), end), "big", "exceeds the limit", true},
+		{"gnu sparse type", cat(archivetest.RawHeader("sparse", 'S', "00000000000\x00", nil), end), "sparse", "sparse", false},
+		{"pax sparse", cat(paxBlock("x", "GNU.sparse.major=1", "GNU.sparse.name=big"), archivetest.RawHeader("big", '0', "00000000000\x00", nil), end), "x", "sparse", false},
+		{"base-256 size", cat(archivetest.RawHeader("big", '0', "", func(b []byte) { b[124] = 0x80; b[135] = 1 }), end), "big", "base-256", true},
+		{"pax size override", cat(paxBlock("big", "size=8589934592"), archivetest.RawHeader("big", '0', "00000000000\x00", nil), end), "big", "PAX size override", true},
+		{"12-digit size", cat(archivetest.RawHeader("big", '0', "100000000000", nil), end), "big", "exceeds the limit", true},
 		{"global pax", cat(paxBlock("g"), end), "", "", false},
-		{"gnu long name", cat(rawHeader("././@LongLink", 'L', "00000000005\x00", nil), []byte("long\x00"), zeros(BlockSize-5), end), "", "GNU long-name", false},
-		{"unknown pax key", cat(paxBlock("a", "nonsense=1"), rawHeader("a", '0', "00000000000\x00", nil), end), "a", "unsupported", false},
-		{"bad pax length", cat(paxBlock("a", "path=ab")[:BlockSize], []byte("99 path=ab\n"), zeros(BlockSize-11), rawHeader("a", '0', "00000000000\x00", nil), end), "", "", false},
-		{"unknown magic", cat(rawHeader("a", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), "a", "magic", false},
+		{"gnu long name", cat(archivetest.RawHeader("././@LongLink", 'L', "00000000005\x00", nil), []byte("long\x00"), zeros(BlockSize-5), end), "", "GNU long-name", false},
+		{"unknown pax key", cat(paxBlock("a", "nonsense=1"), archivetest.RawHeader("a", '0', "00000000000\x00", nil), end), "a", "unsupported", false},
+		{"bad pax length", cat(paxBlock("a", "path=ab")[:BlockSize], []byte("99 path=ab\n"), zeros(BlockSize-11), archivetest.RawHeader("a", '0', "00000000000\x00", nil), end), "", "", false},
+		{"unknown magic", cat(archivetest.RawHeader("a", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), "a", "magic", false},
 		{"empty stream", nil, "", "end-of-archive", false},
 	}
 }
