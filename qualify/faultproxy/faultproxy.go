@@ -13,6 +13,7 @@ package faultproxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +109,10 @@ type Rule struct {
 	after  int64
 	status int
 	body   string
+	// raw and contentType: ReplaceBody's body and its media type.
+	raw         []byte
+	contentType string
+	rawBody     bool
 }
 
 func (r Rule) String() string {
@@ -117,6 +122,9 @@ func (r Rule) String() string {
 	case ActionCutStream:
 		return fmt.Sprintf("%s %s after %d bytes", r.action, r.match, r.after)
 	case ActionReplaceReply, ActionAnswer:
+		if r.rawBody {
+			return fmt.Sprintf("%s %s with a %d-byte %s body", r.action, r.match, len(r.raw), r.contentType)
+		}
 		return fmt.Sprintf("%s %s with %d", r.action, r.match, r.status)
 	}
 	return fmt.Sprintf("%s %s", r.action, r.match)
@@ -145,6 +153,17 @@ func ReplaceReply(m Match, status int, message string) Rule {
 	return Rule{match: m, action: ActionReplaceReply, status: status, body: message}
 }
 
+// ReplaceBody forwards selected requests, reads and discards the Engine's
+// reply body and, when the Engine answered 2xx, sends the client the
+// Engine's status and headers (for example an archive GET's
+// X-Docker-Container-Path-Stat) with body instead, its Content-Type set to
+// contentType and its Content-Length to len(body). The exchange is recorded
+// as ActionReplaceReply. A non-2xx reply passes unchanged and is recorded
+// as ActionForward, without Rule.
+func ReplaceBody(m Match, contentType string, body []byte) Rule {
+	return Rule{match: m, action: ActionReplaceReply, raw: bytes.Clone(body), contentType: contentType, rawBody: true}
+}
+
 // Answer answers selected requests with status and a JSON body
 // {"message": message} without forwarding them to the Engine.
 func Answer(m Match, status int, message string) Rule {
@@ -167,8 +186,8 @@ type Exchange struct {
 	// forwarded, or the Engine connection failed).
 	Status int
 	// ClientStatus is the status the client received: Status when
-	// forwarded, the rule's status for ReplaceReply and Answer, 0 when the
-	// reply was dropped or refused.
+	// forwarded or for ReplaceBody, the rule's status for ReplaceReply and
+	// Answer, 0 when the reply was dropped or refused.
 	ClientStatus int
 	// Upgraded reports a 101 reply piped as a stream; StreamBytes counts
 	// Engine-to-client stream bytes passed after the head.
@@ -440,8 +459,19 @@ func (p *Proxy) handle(client net.Conn) {
 			resp.Body.Close()
 			return
 		case ActionReplaceReply:
+			if rule.rawBody && (resp.StatusCode < 200 || resp.StatusCode > 299) {
+				p.update(i, func(e *Exchange) { e.Action, e.Rule = ActionForward, "" })
+				break
+			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+			if rule.rawBody {
+				p.update(i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
+				if err := writeBody(client, req, resp, rule.contentType, rule.raw); err != nil || req.Close || resp.Close {
+					return
+				}
+				continue
+			}
 			p.update(i, func(e *Exchange) { e.ClientStatus = rule.status })
 			if err := writeJSON(client, req, rule.status, rule.body); err != nil || req.Close || resp.Close {
 				return
@@ -507,6 +537,24 @@ func (p *Proxy) tunnel(i int, client net.Conn, cr *bufio.Reader, up net.Conn, ur
 	}()
 	<-done
 	<-done
+}
+
+// writeBody answers req with the Engine reply resp's status and headers
+// but body, of type contentType, as its content.
+func writeBody(w io.Writer, req *http.Request, resp *http.Response, contentType string, body []byte) error {
+	h := resp.Header.Clone()
+	h.Set("Content-Type", contentType)
+	out := &http.Response{
+		StatusCode:    resp.StatusCode,
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Request:       req,
+		Header:        h,
+		ContentLength: int64(len(body)),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		Close:         req.Close || resp.Close,
+	}
+	return out.Write(w)
 }
 
 // writeJSON answers req with status and an Engine-style error body.

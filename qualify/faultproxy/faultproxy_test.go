@@ -32,7 +32,8 @@ func shortDir(t *testing.T) string {
 }
 
 // fake is a small Engine stand-in on a Unix socket: POST /vX/items counts
-// effects and echoes the body length, GET /vX/echo answers "hello", and
+// effects and echoes the body length, GET /vX/echo answers "hello" with an
+// X-Fake-Stat header, and
 // POST /vX/exec/{id}/start upgrades, writes 100 bytes and echoes stdin.
 type fake struct {
 	socket  string
@@ -48,6 +49,7 @@ func newFake(t *testing.T) *fake {
 	assert.NilError(t, err)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1.41/echo", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Fake-Stat", "e30=")
 		fmt.Fprint(w, "hello")
 	})
 	mux.HandleFunc("POST /v1.41/items", func(w http.ResponseWriter, r *http.Request) {
@@ -219,6 +221,44 @@ func TestReplaceReplyAndAnswer(t *testing.T) {
 	assert.Check(t, is.Equal(seen[0].ClientStatus, 409))
 	assert.Check(t, is.Equal(seen[1].Status, 0))
 	assert.Check(t, is.Equal(seen[1].ClientStatus, 404))
+}
+
+func TestReplaceBodyKeepsTheEngineHead(t *testing.T) {
+	f := newFake(t)
+	body := []byte("\x00binary\xffbody")
+	p := newProxy(t, f.socket, faultproxy.ReplaceBody(faultproxy.Request("GET", "/(echo|missing)"), "application/x-tar", body))
+	c := httpClient(p)
+	for range 2 { // keep-alive: the connection stays usable after a swap
+		resp, err := c.Get("http://docker/v1.41/echo")
+		assert.NilError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.NilError(t, err)
+		assert.Check(t, is.Equal(resp.StatusCode, 200))
+		assert.Check(t, is.DeepEqual(got, body))
+		assert.Check(t, is.Equal(resp.Header.Get("X-Fake-Stat"), "e30="), "the Engine's headers are kept")
+		assert.Check(t, is.Equal(resp.Header.Get("Content-Type"), "application/x-tar"))
+		assert.Check(t, is.Equal(resp.ContentLength, int64(len(body))))
+	}
+	resp, err := c.Get("http://docker/v1.41/missing")
+	assert.NilError(t, err)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Check(t, is.Equal(resp.StatusCode, 404))
+	assert.Check(t, !strings.Contains(string(got), "binary"), "a non-2xx reply passes unchanged: %q", got)
+	assert.Check(t, is.Equal(f.conns.Load(), int64(1)))
+	seen := p.Seen()
+	assert.Assert(t, is.Len(seen, 3))
+	for _, e := range seen[:2] {
+		assert.Check(t, is.Equal(e.Action, faultproxy.ActionReplaceReply))
+		assert.Check(t, is.Equal(e.Status, 200))
+		assert.Check(t, is.Equal(e.ClientStatus, 200))
+		assert.Check(t, is.Equal(e.Rule, `replace-reply GET /(echo|missing) with a 12-byte application/x-tar body`))
+	}
+	assert.Check(t, is.Equal(seen[2].Action, faultproxy.ActionForward))
+	assert.Check(t, is.Equal(seen[2].Rule, ""))
+	assert.Check(t, is.Equal(seen[2].ClientStatus, 404))
+	assert.Check(t, is.Len(p.Fired(), 2))
 }
 
 // upgrade sends an exec start with upgrade headers on a raw connection and
