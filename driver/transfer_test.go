@@ -1,20 +1,15 @@
 package driver_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
-	"net/http"
-	"net/http/httputil"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +17,9 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/driver/archive/archivetest"
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
@@ -292,125 +289,32 @@ func TestExportSparse8GiB(t *testing.T) {
 	}
 }
 
-// craftingProxy forwards everything to the real Engine but replaces the body
-// of GET .../archive with a crafted archive, keeping the Engine's stat
-// header: the driver's validator sees exactly what a hostile Engine or
-// volume could send.
-type craftingProxy struct {
-	sock string
-	mu   sync.Mutex
-	body []byte
-}
-
-func newCraftingProxy(t *testing.T) *craftingProxy {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "qb-proxy")
-	assert.NilError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &craftingProxy{sock: filepath.Join(dir, "engine.sock")}
-	ln, err := net.Listen("unix", p.sock)
-	assert.NilError(t, err)
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", enginetest.Socket())
-		}},
-		ModifyResponse: func(resp *http.Response) error {
-			p.mu.Lock()
-			body := p.body
-			p.mu.Unlock()
-			if body != nil && resp.Request.Method == http.MethodGet && strings.HasSuffix(resp.Request.URL.Path, "/archive") && resp.StatusCode == http.StatusOK {
-				resp.Body.Close()
-				resp.Body = io.NopCloser(bytes.NewReader(body))
-				resp.ContentLength = int64(len(body))
-				resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
-			}
-			return nil
-		},
-	}
-	srv := &http.Server{Handler: rp}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return p
-}
-
-func (p *craftingProxy) set(body []byte) {
-	p.mu.Lock()
-	p.body = body
-	p.mu.Unlock()
-}
-
-type craftEnt struct {
-	name string
-	typ  byte
-	body string
-}
-
-func craftTar(t *testing.T, ents ...craftEnt) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range ents {
-		typ := e.typ
-		if typ == 0 {
-			typ = tar.TypeReg
-		}
-		h := &tar.Header{Name: e.name, Typeflag: typ, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}
-		if typ == tar.TypeReg {
-			h.Size = int64(len(e.body))
-		}
-		if typ == tar.TypeDir {
-			h.Mode = 0o755
-		}
-		assert.NilError(t, tw.WriteHeader(h))
-		if typ == tar.TypeReg {
-			_, err := io.WriteString(tw, e.body)
-			assert.NilError(t, err)
-		}
-	}
-	assert.NilError(t, tw.Close())
-	return buf.Bytes()
-}
-
+// TestExportRejectsCraftedArchives swaps the body of the export's GET
+// .../archive for crafted archives through a fault proxy that keeps the
+// Engine's stat header: the driver's validator sees exactly what a hostile
+// Engine or volume could send.
 func TestExportRejectsCraftedArchives(t *testing.T) {
-	proxy := newCraftingProxy(t)
-	b := newBackend(t, func(c *driver.Config) { c.Endpoint = "unix://" + proxy.sock })
+	assert.Assert(t, is.Equal(archivetest.Root, path.Base(driver.WorkPath)), "the crafted archives start at the workspace's base name")
+	proxy := newProxy(t)
+	b := newBackend(t, viaProxy(proxy))
 	sb := started(t, b, enginetest.Policy())
 	tr := transferer(t, sb)
 	assert.NilError(t, sb.Stop(context.Background()))
 
-	root := craftEnt{name: "work/", typ: tar.TypeDir}
-	good := craftTar(t, root, craftEnt{name: "work/a", body: "hello"})
-	badSum := bytes.Clone(good)
-	badSum[512+5] = 'b' // work/a -> work/b without a new checksum
-	sparse := craftTar(t, root)
-	sparse = sparse[:512] // root header, no end blocks
-	sparse = append(sparse, gnuSparseHeader("work/s")...)
-	sparse = append(sparse, make([]byte, 1024)...)
-	for _, tc := range []struct {
-		name, entry, reason string
-		body                []byte
-	}{
-		{"dotdot", "work/../evil", "traversal", craftTar(t, root, craftEnt{name: "work/../evil", body: "x"})},
-		{"absolute", "/etc/passwd", "absolute", craftTar(t, root, craftEnt{name: "/etc/passwd", body: "x"})},
-		{"duplicate", "work/a", "duplicate", craftTar(t, root, craftEnt{name: "work/a", body: "1"}, craftEnt{name: "work/b"}, craftEnt{name: "work/a", body: "2"})},
-		{"file used as directory", "work/x/y", "conflicting ancestor", craftTar(t, root, craftEnt{name: "work/x", body: "1"}, craftEnt{name: "work/x/y", body: "2"})},
-		{"truncated body", "work/a", "truncated", good[:1024+3]},
-		{"bad checksum", "work/b", "checksum", badSum},
-		{"missing end blocks", "", "end-of-archive", good[:len(good)-1024]},
-		{"device node", "work/null", "device", craftTar(t, root, craftEnt{name: "work/null", typ: tar.TypeChar})},
-		{"fifo", "work/pipe", "FIFO", craftTar(t, root, craftEnt{name: "work/pipe", typ: tar.TypeFifo})},
-		{"gnu sparse", "work/s", "sparse", sparse},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			proxy.set(tc.body)
-			defer proxy.set(nil)
+	cases, err := archivetest.Hostiles()
+	assert.NilError(t, err)
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			proxy.SetRules(faultproxy.ReplaceBody(faultproxy.Request("GET", `/containers/[^/]+/archive`), "application/x-tar", tc.Body))
+			defer proxy.SetRules()
+			fired := len(proxy.Fired())
 			parent := t.TempDir()
 			err := tr.ExportTree(context.Background(), sandboxapi.Whole(), sandboxapi.DirSink(filepath.Join(parent, "out")), sandboxapi.TransferOptions{})
+			assert.Check(t, is.Equal(len(proxy.Fired())-fired, 1), "the export body was swapped once")
 			assert.Check(t, isOp(err, sandboxapi.CodeInvalidArchive), "%v", err)
-			assert.Check(t, is.ErrorContains(err, tc.reason))
-			if tc.entry != "" {
-				assert.Check(t, is.ErrorContains(err, fmt.Sprintf("%q", tc.entry)))
+			assert.Check(t, is.ErrorContains(err, tc.Reason))
+			if tc.Entry != "" {
+				assert.Check(t, is.ErrorContains(err, fmt.Sprintf("%q", tc.Entry)))
 			}
 			left, _ := os.ReadDir(parent)
 			assert.Check(t, is.Len(left, 0), "destination unchanged")
@@ -420,25 +324,4 @@ func TestExportRejectsCraftedArchives(t *testing.T) {
 	one := &recordingSink{}
 	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Whole(), one, sandboxapi.TransferOptions{}))
 	assert.Check(t, one.committed && len(one.entries) == 0)
-}
-
-func gnuSparseHeader(name string) []byte {
-	b := make([]byte, 512)
-	copy(b, name)
-	copy(b[100:], "0000644\x00")
-	copy(b[108:], "0000000\x00")
-	copy(b[116:], "0000000\x00")
-	copy(b[124:], "00000000000\x00")
-	copy(b[136:], "14000000000\x00")
-	b[156] = 'S'
-	copy(b[257:], "ustar  \x00")
-	sum := 0
-	for i, c := range b {
-		if i >= 148 && i < 156 {
-			c = ' '
-		}
-		sum += int(c)
-	}
-	copy(b[148:], fmt.Sprintf("%06o\x00 ", sum))
-	return b
 }
