@@ -31,16 +31,6 @@ func TestTransferParams(t *testing.T) {
 	}
 }
 
-func TestHostileArchivesAreDistinct(t *testing.T) {
-	cases := hostileArchives(HostileArchiveNames)
-	reasons := map[string]bool{}
-	for _, c := range cases {
-		assert.Check(t, len(c.body) > 0, c.Name)
-		assert.Check(t, !reasons[c.Reason], "reason %q repeats", c.Reason)
-		reasons[c.Reason] = true
-	}
-}
-
 func TestControllerDeathParams(t *testing.T) {
 	p, err := ControllerDeath{}.params(map[string]any{"checkpoints": []any{0, 3, "3/before", "exec"}})
 	assert.NilError(t, err)

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/driver/archive/archivetest"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
@@ -52,6 +54,11 @@ type TransferParams struct {
 	// all.
 	Hostile []string `json:"hostile,omitempty"`
 }
+
+// HostileArchiveNames lists the hostile-archive cases of the transfer
+// scenario, in the order they run (archivetest.HostileNames; each case's
+// crafted body and expected rejection are archivetest.Hostiles).
+var HostileArchiveNames = archivetest.HostileNames
 
 // TransferCases are the transfer scenario's cases, in run order.
 var TransferCases = []string{"round-trip", "guest-symlink", "hostile-archives"}
@@ -512,11 +519,24 @@ func isOp(err error, code sandboxapi.Code) bool {
 }
 
 func transferHostile(ctx context.Context, env *Env, rec *Record, dir string, names []string) error {
-	proxy, err := newSwapProxy(env.Endpoint)
+	cases, err := archivetest.Hostiles(names...)
 	if err != nil {
 		return err
 	}
-	defer func() { rec.CleanupError("close swap proxy", proxy.Close()) }()
+	// The proxy swaps the body of a successful export GET for a crafted
+	// archive, keeping the Engine's headers (the path stat the driver
+	// compares); in a short directory for the Unix socket path limit.
+	pdir, err := os.MkdirTemp("", "qualbox-swap-")
+	if err != nil {
+		return err
+	}
+	proxy, err := faultproxy.New(pdir, env.Endpoint)
+	if err != nil {
+		os.RemoveAll(pdir)
+		return err
+	}
+	defer func() { rec.CleanupError("close swap proxy", errors.Join(proxy.Close(), os.RemoveAll(pdir))) }()
+	exportGET := faultproxy.Request("GET", `/containers/[^/]+/archive`)
 	spill := filepath.Join(env.Dir, "spill-hostile")
 	if err := os.MkdirAll(spill, 0o700); err != nil {
 		return err
@@ -552,14 +572,13 @@ func transferHostile(ctx context.Context, env *Env, rec *Record, dir string, nam
 	if err != nil {
 		return err
 	}
-	cases := hostileArchives(names)
 	rec.Request("hostile-archives: cases", cases)
 	seen := map[string]string{}
 	for _, c := range cases {
-		n := proxy.count()
-		proxy.set(c.body)
+		n := len(proxy.Fired())
+		proxy.SetRules(faultproxy.ReplaceBody(exportGET, "application/x-tar", c.Body))
 		err := tr.ExportTree(ctx, sandboxapi.Whole(), sandboxapi.DirSink(filepath.Join(parent, "out")), sandboxapi.TransferOptions{})
-		proxy.set(nil)
+		proxy.SetRules()
 		after, lerr := listTree(parent)
 		if lerr != nil {
 			return lerr
@@ -574,7 +593,7 @@ func transferHostile(ctx context.Context, env *Env, rec *Record, dir string, nam
 		other, dup := seen[msg]
 		seen[msg] = c.Name
 		unchanged := treeDigest(after) == treeDigest(before)
-		swapped := proxy.count() - n
+		swapped := len(proxy.Fired()) - n
 		got := fmt.Sprintf("%s; body swapped %d time(s); destination %s", msg, swapped, map[bool]string{true: "unchanged", false: "CHANGED: " + strings.Join(lineDiff(lines(before), lines(after)), "; ")}[unchanged])
 		if dup {
 			got += "; same error as " + other

@@ -23,6 +23,7 @@ func TestHostilesAreRejectedByValidate(t *testing.T) {
 	reasons := map[string]bool{}
 	for i, c := range cases {
 		assert.Check(t, is.Equal(c.Name, archivetest.HostileNames[i]))
+		assert.Check(t, len(c.Body) > 0, c.Name)
 		assert.Check(t, !reasons[c.Reason], "reason %q repeats", c.Reason)
 		reasons[c.Reason] = true
 		_, err := archive.Validate(bytes.NewReader(c.Body))
