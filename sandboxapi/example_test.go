@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 )
 
 func ExampleParsePolicy() {
@@ -39,4 +41,24 @@ func ExampleWithSandbox() {
 	// Output:
 	// /workspace <nil>
 	// [reserve start stop:sandbox destroy:sandbox]
+}
+
+func ExamplePersistToFile() {
+	dir, err := os.MkdirTemp("", "records")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "sandbox.json")
+	// Hand the policy to Reserve or WithSandbox; the backend persists each
+	// checkpoint through it, as this call does.
+	policy := Persisted(PersistToFile(path))
+	if err := policy.Persist(context.Background(), validRecord()); err != nil {
+		panic(err)
+	}
+	// After a controller crash: read the last durable record back and give
+	// it to the backend's Reconcile.
+	rec, err := ReadRecoveryRecordFile(path)
+	fmt.Println(rec.SandboxID, rec.Phase, err)
+	// Output: sb-1 running <nil>
 }
