@@ -3,7 +3,6 @@ package driver_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,48 +34,24 @@ const (
 	childBlockEnv = "QUALBOX_FAULT_CHILD_BLOCK"
 )
 
-// writeFileAtomic writes data to dir/name through a synced temporary file
-// and a rename, then syncs dir: the file is either old or new, never torn.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, name+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// recordFile is the child's durable record file in dir, written with
+// sandboxapi.PersistToFile.
+func recordFile(dir string) string { return filepath.Join(dir, "record.json") }
 
-func writeRecordFile(dir string, r sandboxapi.RecoveryRecord) error {
-	data, err := json.Marshal(r)
-	if err != nil {
+// publish writes a marker file through a rename, so the polling parent
+// reads the old content or the new, never a partial one.
+func publish(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return writeFileAtomic(dir, "record.json", data)
+	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
 // blockForever marks the child as blocked at point and never returns; the
 // parent kills it.
 func blockForever(dir, point string) {
-	if err := writeFileAtomic(dir, "blocked", []byte(point)); err != nil {
+	if err := publish(dir, "blocked", []byte(point)); err != nil {
 		panic(err)
 	}
 	for {
@@ -102,17 +77,18 @@ func TestControllerChild(t *testing.T) {
 	}
 	var mu sync.Mutex
 	calls := 0
-	persist := func(_ context.Context, r sandboxapi.RecoveryRecord) error {
+	toFile := sandboxapi.PersistToFile(recordFile(dir))
+	persist := func(ctx context.Context, r sandboxapi.RecoveryRecord) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
 		if calls == blockAt && when == "before" {
 			blockForever(dir, block)
 		}
-		if err := writeRecordFile(dir, r); err != nil {
+		if err := toFile(ctx, r); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(dir, "count", []byte(strconv.Itoa(calls))); err != nil {
+		if err := publish(dir, "count", []byte(strconv.Itoa(calls))); err != nil {
 			return err
 		}
 		if calls == blockAt && when == "after" {
@@ -123,7 +99,7 @@ func TestControllerChild(t *testing.T) {
 	ctx := context.Background()
 	res, err := newBackend(t).Reserve(sandboxapi.Request{Policy: faultPolicy(false)}, sandboxapi.Persisted(persist))
 	assert.NilError(t, err)
-	assert.NilError(t, writeRecordFile(dir, res.RecoveryRecord()))
+	assert.NilError(t, toFile(ctx, res.RecoveryRecord()))
 	sb, err := res.Start(ctx)
 	assert.NilError(t, err)
 	assert.NilError(t, execReady(ctx, sb))
@@ -185,9 +161,7 @@ func runChild(t *testing.T, image, block string) childRun {
 
 func readRecordFile(t *testing.T, dir string) sandboxapi.RecoveryRecord {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "record.json"))
-	assert.NilError(t, err)
-	rec, err := sandboxapi.ParseRecoveryRecord(data)
+	rec, err := sandboxapi.ReadRecoveryRecordFile(recordFile(dir))
 	assert.NilError(t, err)
 	return rec
 }
@@ -251,8 +225,9 @@ func testControllerDeath(t *testing.T, table *faultTable, checkpoints []string) 
 			rec := readRecordFile(t, run.dir)
 			row := faultRow{group: "controller death", point: "SIGKILL " + point}
 			row.outcome = fmt.Sprintf("killed in phase %s, %s", rec.Phase, computeAfterDeath(t, rec))
+			toFile := sandboxapi.PersistToFile(recordFile(run.dir))
 			d := &durable{records: []sandboxapi.RecoveryRecord{rec}, hook: func(_ int, r sandboxapi.RecoveryRecord) {
-				assert.Check(t, writeRecordFile(run.dir, r))
+				assert.Check(t, toFile(context.Background(), r))
 			}}
 			r := recoverFresh(t, d)
 			row.recovery = r.String()
