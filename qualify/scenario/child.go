@@ -124,54 +124,14 @@ func ParseChildArgs(args []string, stderr io.Writer) (ChildConfig, error) {
 	return c, nil
 }
 
-// writeFileAtomic writes data to path through a synced temporary file in
-// the same directory and a rename, then syncs the directory: a reader sees
-// the old or the new content, never a torn one.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+// publish writes data to path through a rename in the same directory, so
+// the polling parent reads the old content or the new, never a partial one.
+func publish(path string, data []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// writeRecordFile stores r as JSON at path, atomically.
-func writeRecordFile(path string, r sandboxapi.RecoveryRecord) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, data)
-}
-
-// readRecordFile parses the record at path strictly.
-func readRecordFile(path string) (sandboxapi.RecoveryRecord, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return sandboxapi.RecoveryRecord{}, err
-	}
-	return sandboxapi.ParseRecoveryRecord(data)
+	return os.Rename(tmp, path)
 }
 
 // RunChild is the child controller. It returns only on failure, or when
@@ -190,7 +150,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 	persisted, armed := 0, true // checkpoints are those of reserve and start
 	block := func(n int) {
 		m, _ := json.Marshal(ChildMarker{Checkpoint: c.Checkpoint, Persisted: n, PID: os.Getpid()})
-		if err := writeFileAtomic(c.MarkerFile, m); err != nil {
+		if err := publish(c.MarkerFile, m); err != nil {
 			fmt.Fprintf(os.Stderr, "controller-child: marker: %v\n", err)
 			os.Exit(1)
 		}
@@ -198,13 +158,14 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 			time.Sleep(time.Hour)
 		}
 	}
-	persist := func(_ context.Context, r sandboxapi.RecoveryRecord) error {
+	toFile := sandboxapi.PersistToFile(c.RecordFile)
+	persist := func(ctx context.Context, r sandboxapi.RecoveryRecord) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if armed && c.Checkpoint == strconv.Itoa(persisted+1)+"/before" {
 			block(persisted)
 		}
-		if err := writeRecordFile(c.RecordFile, r); err != nil {
+		if err := toFile(ctx, r); err != nil {
 			return err
 		}
 		persisted++
@@ -217,7 +178,7 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 	if err != nil {
 		return fmt.Errorf("reserve: %w", err)
 	}
-	if err := writeRecordFile(c.RecordFile, res.RecoveryRecord()); err != nil {
+	if err := toFile(ctx, res.RecoveryRecord()); err != nil {
 		return err
 	}
 	if c.Checkpoint == "0" {

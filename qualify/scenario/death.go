@@ -438,7 +438,7 @@ wait:
 		return s
 	}
 	if blocked {
-		if last, err := readRecordFile(cfg.RecordFile); err == nil {
+		if last, err := sandboxapi.ReadRecoveryRecordFile(cfg.RecordFile); err == nil {
 			id, state, err := computeState(cctx, env.Engine, last)
 			if err != nil {
 				return row, err
@@ -470,7 +470,7 @@ wait:
 		rec.Observe(name("child output"), out.String())
 	}
 
-	last, err := readRecordFile(cfg.RecordFile)
+	last, err := sandboxapi.ReadRecoveryRecordFile(cfg.RecordFile)
 	if err != nil {
 		return row, fmt.Errorf("%s: read the last durable record: %w", cp, err)
 	}
@@ -528,8 +528,8 @@ wait:
 		rec.Equal(name("owner record advanced (a creating resource was found)"), wantAdvance, row.Advanced)
 		if row.Advanced {
 			records = append(records, adv)
-			perr := writeRecordFile(cfg.RecordFile, adv)
-			back, berr := readRecordFile(cfg.RecordFile)
+			perr := sandboxapi.PersistToFile(cfg.RecordFile)(cctx, adv)
+			back, berr := sandboxapi.ReadRecoveryRecordFile(cfg.RecordFile)
 			rec.Check(name("advanced owner record persisted before cleanup"), "the owner's record on disk", errText(errors.Join(perr, berr)),
 				perr == nil && berr == nil && reflect.DeepEqual(back, adv))
 			rec.Observe(name("advanced record"), adv)
