@@ -19,8 +19,9 @@ type Backend struct {
 	ns      sandboxapi.Namespace
 	socket  string
 
-	mu  sync.Mutex
-	eng *engine
+	mu     sync.Mutex
+	eng    *engine
+	closed bool
 }
 
 var _ sandboxapi.Backend = (*Backend)(nil)
@@ -57,6 +58,7 @@ func (b *Backend) Support() sandboxapi.Support {
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.closed = true
 	if b.eng == nil {
 		return nil
 	}
@@ -68,6 +70,9 @@ func (b *Backend) Close() error {
 func (b *Backend) engine() (*engine, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return nil, &sandboxapi.StateError{Message: "backend is closed"}
+	}
 	if b.eng == nil {
 		eng, err := newEngine(b.socket)
 		if err != nil {

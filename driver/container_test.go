@@ -106,3 +106,22 @@ func TestWorkloadShape(t *testing.T) {
 	assert.DeepEqual(t, spec.config.Env, FixedEnvironment)
 	assert.Equal(t, spec.config.User, "1000:1000")
 }
+
+// The effective policy is read from the Engine's readback, not copied from
+// the request: a differing tmpfs size or network mode shows.
+func TestEffectiveComesFromReadback(t *testing.T) {
+	b := testBackend(t)
+	policy := testPolicy()
+	record := newRecoveryRecord(&b.cfg, b.ns, b.profile.BackendRevision, policy)
+	c := readback(b, b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", ""), "x", true)
+	eff := effectiveFrom("daemon", c)
+	assert.Equal(t, eff.TemporaryStorage, policy.TemporaryStorage)
+	assert.Equal(t, eff.Network.Kind, sandboxapi.NetworkIsolated)
+	assert.Equal(t, eff.Resources, policy.Resources)
+
+	c.HostConfig.Tmpfs = map[string]string{HomePath: "rw,size=1024", TempPath: "rw"}
+	c.HostConfig.NetworkMode = "abc123"
+	eff = effectiveFrom("daemon", c)
+	assert.Equal(t, eff.TemporaryStorage, sandboxapi.TemporaryStorage{HomeBytes: 1024, TempBytes: 0})
+	assert.Equal(t, eff.Network.Kind, sandboxapi.NetworkOutbound)
+}

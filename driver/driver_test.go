@@ -95,9 +95,17 @@ func TestReserveIsInertAndRejectsUnsupported(t *testing.T) {
 	var invalid *sandboxapi.ValidationError
 	assert.Check(t, errors.As(err, &invalid), "got %v", err)
 
-	// Start fails at the missing socket and leaves nothing.
+	// A destroyed reservation never starts: nothing is acquired after cleanup.
 	_, err = res.Start(context.Background())
-	assert.Check(t, err != nil)
+	var state *sandboxapi.StateError
+	assert.Check(t, errors.As(err, &state), "start after destroy: %v", err)
+
+	// Start fails at the missing socket and leaves nothing.
+	fresh, err := b.Reserve(sandboxapi.Request{Policy: enginetest.Policy()}, sandboxapi.InProcess())
+	assert.NilError(t, err)
+	_, err = fresh.Start(context.Background())
+	assert.Check(t, err != nil && !errors.As(err, &state), "got %v", err)
+	assert.Equal(t, fresh.RecoveryRecord().Phase, sandboxapi.PhaseReserved)
 }
 
 func TestAdmission(t *testing.T) {

@@ -39,6 +39,9 @@ func (s *sandbox) ReserveProcess(spec sandboxapi.ProcessSpec) (sandboxapi.Proces
 	if s.proc != nil {
 		return nil, &sandboxapi.StateError{Message: "the sandbox's one process is already reserved"}
 	}
+	if s.computeStopping {
+		return nil, &sandboxapi.StateError{Message: "sandbox compute is stopping"}
+	}
 	if s.record.Phase != sandboxapi.PhaseRunning {
 		return nil, &sandboxapi.StateError{Message: "sandbox compute is " + string(s.record.Phase)}
 	}
@@ -91,8 +94,8 @@ func (p *process) Stop(ctx context.Context) error { return p.s.Stop(ctx) }
 // Start creates and attaches the exec as the workload user with the fixed
 // environment, no TTY and separate stdout/stderr, then owns its streams
 // under policy.streams. It is once-only and bounded by deadlines.startupMs.
-// With policy.execution deadline, the timer starts here and its expiry stops
-// the whole sandbox.
+// With policy.execution deadline, the timer starts once the exec is
+// attached and its expiry stops the whole sandbox.
 func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 	p.mu.Lock()
 	if p.entered {
@@ -110,14 +113,6 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 	}
 	s := p.s
 	policy := s.policy
-	if policy.Execution.Kind == sandboxapi.ExecutionDeadline {
-		timeout := time.Duration(policy.Execution.TimeoutMs) * time.Millisecond
-		p.mu.Lock()
-		p.deadline = time.AfterFunc(timeout, func() {
-			p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDeadlineExceeded, Message: fmt.Sprintf("execution deadline of %v expired", timeout)})
-		})
-		p.mu.Unlock()
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(policy))
 	defer cancel()
 	go func() {
@@ -158,6 +153,16 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 		att.Close()
 		return nil, &sandboxapi.OperationError{Code: sandboxapi.CodeCancelled, Message: "process attached after sandbox shutdown entered"}
 	default:
+	}
+	if policy.Execution.Kind == sandboxapi.ExecutionDeadline {
+		// Armed once the exec is attached: a Start that failed earlier must
+		// not stop the sandbox later.
+		timeout := time.Duration(policy.Execution.TimeoutMs) * time.Millisecond
+		p.mu.Lock()
+		p.deadline = time.AfterFunc(timeout, func() {
+			p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDeadlineExceeded, Message: fmt.Sprintf("execution deadline of %v expired", timeout)})
+		})
+		p.mu.Unlock()
 	}
 	stdoutR, stdoutW := io.Pipe()
 	stderrR, stderrW := io.Pipe()
@@ -337,10 +342,22 @@ func (p *process) fail(err error) {
 	}()
 }
 
-// closeAdmission refuses further starts and discards later exec
-// observations; stop calls it before removing compute.
+// closeAdmission refuses further starts, discards later exec observations
+// and closes the streams (seed closeAdmission closes the attachment); stop
+// calls it before removing compute, so readers are released even when the
+// removal fails and must be retried.
 func (p *process) closeAdmission() {
 	p.stopOnce.Do(func() { close(p.stopping) })
+	p.mu.Lock()
+	owned := p.owned
+	p.mu.Unlock()
+	if owned != nil {
+		owned.Close(errComputeStopped())
+	}
+}
+
+func errComputeStopped() error {
+	return &sandboxapi.OperationError{Code: sandboxapi.CodeStreamFailure, Message: "sandbox compute stopped"}
 }
 
 // computeStopped settles the process after compute removal: an unobserved
@@ -359,7 +376,7 @@ func (p *process) computeStopped() {
 	conn, owned := p.conn, p.owned
 	p.mu.Unlock()
 	if owned != nil {
-		owned.Close(&sandboxapi.OperationError{Code: sandboxapi.CodeStreamFailure, Message: "sandbox compute stopped"})
+		owned.Close(errComputeStopped())
 	}
 	if conn != nil {
 		conn.Close()

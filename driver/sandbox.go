@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,12 +34,18 @@ type sandbox struct {
 	mu          sync.Mutex
 	record      sandboxapi.RecoveryRecord
 	startCalled bool
-	startCancel context.CancelFunc
-	startDone   chan struct{}
-	started     bool
-	effective   sandboxapi.EffectivePolicy
-	daemonID    string
-	proc        *process
+	// shutdown is set by the first public Stop or Destroy: a Start that has
+	// not begun by then is refused, so nothing is acquired after cleanup.
+	shutdown bool
+	// computeStopping is set when a stop entered: no process can be
+	// reserved from then on.
+	computeStopping bool
+	startCancel     context.CancelFunc
+	startDone       chan struct{}
+	started         bool
+	effective       sandboxapi.EffectivePolicy
+	daemonID        string
+	proc            *process
 	// dispatched marks roles whose create was sent with an unknown outcome.
 	dispatched map[sandboxapi.Role]bool
 	// cleanupMu serializes Stop and Destroy.
@@ -148,6 +156,10 @@ func (s *sandbox) Start(ctx context.Context) (sandboxapi.Sandbox, error) {
 		s.mu.Unlock()
 		return nil, &sandboxapi.StateError{Message: "sandbox start is once-only"}
 	}
+	if s.shutdown {
+		s.mu.Unlock()
+		return nil, &sandboxapi.StateError{Message: "sandbox start cannot follow Stop or Destroy"}
+	}
 	s.startCalled = true
 	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(s.policy))
 	s.startCancel = cancel
@@ -217,6 +229,9 @@ func (s *sandbox) acquire(ctx context.Context) error {
 			out, err := eng.cli.NetworkCreate(ctx, res.Name, client.NetworkCreateOptions{
 				Driver: "bridge", Scope: "local", EnableIPv6: &f, Labels: resourceLabels(record, sandboxapi.RoleNetwork),
 			})
+			if err == nil && len(out.Warning) > 0 {
+				return out.ID, &sandboxapi.UnsupportedError{Message: fmt.Sprintf("Engine warned on network create: %q", out.Warning)}
+			}
 			return out.ID, err
 		})
 		if err != nil {
@@ -266,7 +281,7 @@ func (s *sandbox) acquire(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	s.effective = effectiveFrom(adm.Engine.DaemonID, *in.container, s.policy)
+	s.effective = effectiveFrom(adm.Engine.DaemonID, *in.container)
 	s.mu.Unlock()
 	if err := s.effective.Validate(); err != nil {
 		return fmt.Errorf("driver: effective policy: %w", err)
@@ -379,11 +394,19 @@ func (s *sandbox) prepareWork(ctx context.Context, eng *engine, computeID string
 	return nil
 }
 
-func effectiveFrom(daemonID string, c container.InspectResponse, policy sandboxapi.Policy) sandboxapi.EffectivePolicy {
+// effectiveFrom derives the effective policy from the started compute
+// container's readback (verifyContainer already compared each field with
+// the request): CPUs, memory and PIDs from HostConfig, tmpfs sizes from the
+// Tmpfs options, the network from NetworkMode.
+func effectiveFrom(daemonID string, c container.InspectResponse) sandboxapi.EffectivePolicy {
 	h := c.HostConfig
 	pids := int64(0)
 	if h.PidsLimit != nil {
 		pids = *h.PidsLimit
+	}
+	network := sandboxapi.NetworkOutbound
+	if h.NetworkMode == "none" {
+		network = sandboxapi.NetworkIsolated
 	}
 	return sandboxapi.EffectivePolicy{
 		BackendIdentity: daemonID,
@@ -391,13 +414,27 @@ func effectiveFrom(daemonID string, c container.InspectResponse, policy sandboxa
 		Resources: sandboxapi.Resources{
 			CPUs: float64(h.NanoCPUs) / 1e9, MemoryBytes: h.Memory, PIDs: pids,
 		},
-		// verifyContainer compared the tmpfs options byte for byte.
-		TemporaryStorage:   policy.TemporaryStorage,
-		Network:            policy.Network,
-		NonRoot:            c.Config.User != "" && c.Config.User != "0" && c.Config.User != "root",
+		TemporaryStorage: sandboxapi.TemporaryStorage{
+			HomeBytes: tmpfsSize(h.Tmpfs[HomePath]), TempBytes: tmpfsSize(h.Tmpfs[TempPath]),
+		},
+		Network:            sandboxapi.Network{Kind: network},
+		NonRoot:            c.Config.User != "" && c.Config.User != "0" && !strings.HasPrefix(c.Config.User, "0:") && c.Config.User != "root",
 		ReadOnlyRoot:       h.ReadonlyRootfs,
 		WorkspaceDiskQuota: sandboxapi.WorkspaceDiskQuota{Kind: sandboxapi.QuotaNotRequested},
 	}
+}
+
+// tmpfsSize returns the size= option of tmpfs mount options in bytes, or 0.
+func tmpfsSize(options string) int64 {
+	for _, opt := range strings.Split(options, ",") {
+		if v, ok := strings.CutPrefix(opt, "size="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // joinStart cancels a Start in progress and waits for it to settle, so
@@ -420,6 +457,7 @@ func (s *sandbox) joinStart() {
 // Stop force-removes the exact compute container; volume and accessor stay
 // (seed stop). It is bounded by deadlines.cleanupMs and ctx, and retryable.
 func (s *sandbox) Stop(ctx context.Context) error {
+	s.markShutdown()
 	s.joinStart()
 	ctx, cancel := s.cleanupContext(ctx)
 	defer cancel()
@@ -431,16 +469,29 @@ func (s *sandbox) Stop(ctx context.Context) error {
 // Destroy removes compute, export accessor, volume and network by exact ID
 // (seed destroy). It can be retried after a partial failure.
 func (s *sandbox) Destroy(ctx context.Context) error {
+	s.markShutdown()
 	s.joinStart()
 	ctx, cancel := s.cleanupContext(ctx)
 	defer cancel()
 	return s.destroy(ctx)
 }
 
+func (s *sandbox) markShutdown() {
+	s.mu.Lock()
+	s.shutdown = true
+	s.mu.Unlock()
+}
+
 func (s *sandbox) destroy(ctx context.Context) error {
 	s.cleanupMu.Lock()
 	defer s.cleanupMu.Unlock()
 	if s.untouched() {
+		// Nothing was created. A record that reached verified authority
+		// still ends durably in destroyed, not in starting.
+		rec := s.RecoveryRecord()
+		if rec.Authority.Kind == sandboxapi.AuthorityVerified && rec.Phase != sandboxapi.PhaseDestroyed {
+			return s.checkpoint(ctx, setPhase(sandboxapi.PhaseDestroyed))
+		}
 		return nil
 	}
 	var errs []error
@@ -483,8 +534,8 @@ func (s *sandbox) destroy(ctx context.Context) error {
 	return s.checkpoint(ctx, setPhase(sandboxapi.PhaseDestroyed))
 }
 
-// untouched reports whether no resource operation was ever entered: every
-// resource planned and authority unverified. Cleanup is then a no-op.
+// untouched reports whether no resource was ever created or dispatched:
+// every resource planned. Removal is then a no-op.
 func (s *sandbox) untouched() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -501,9 +552,13 @@ func (s *sandbox) stopLocked(ctx context.Context) error {
 		return nil
 	}
 	s.mu.Lock()
+	s.computeStopping = true
 	proc := s.proc
 	phase := s.record.Phase
 	s.mu.Unlock()
+	if phase == sandboxapi.PhaseDestroyed {
+		return nil // a late stop, e.g. from a process failure, after destroy
+	}
 	if proc != nil {
 		proc.closeAdmission()
 	}

@@ -120,10 +120,12 @@ func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opt
 	_, perr := eng.cli.CopyToContainer(ctx, compute.Identity.ID, client.CopyToContainerOptions{
 		DestinationPath: WorkPath, Content: &tarOnly{r: pr},
 	})
-	pr.CloseWithError(errors.New("driver: import upload ended"))
-	if err := <-werr; err != nil {
+	pr.CloseWithError(errUploadEnded)
+	if err := <-werr; err != nil && !(errors.Is(err, errUploadEnded) && perr != nil) {
 		return err
 	}
+	// The writer only saw the pipe close: the upload's own error is the
+	// cause, so classify that one.
 	if perr != nil {
 		var head *headError
 		if errors.As(perr, &head) {
@@ -133,6 +135,11 @@ func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opt
 	}
 	return nil
 }
+
+// errUploadEnded closes the import pipe once the Engine upload returned, so
+// a writer still producing learns it, and ImportTree can tell that failure
+// from the writer's own.
+var errUploadEnded = errors.New("driver: import upload ended")
 
 func sourceIssue(entry, format string, args ...any) error {
 	return &sandboxapi.ValidationError{Issues: []sandboxapi.Issue{{Path: []string{"source", entry}, Message: fmt.Sprintf(format, args...)}}}
