@@ -150,11 +150,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if out == "" {
 		out = qualify.DefaultOutput(time.Now())
 	}
-	if out, err = qualify.PrepareOutput(out); err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitUsage
-	}
-
 	cli, err := connect(ctx, m.Endpoint)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -162,6 +157,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer cli.Close()
 
+	// The output directory is created only once the Engine answered, so an
+	// unreachable Engine leaves no empty report directory behind.
+	if out, err = qualify.PrepareOutput(out); err != nil {
+		fmt.Fprintf(stderr, "qualify: %v\n", err)
+		return exitUsage
+	}
 	cfg := qualify.Config{
 		Manifest: m, Output: out, Registry: reg, Engine: cli, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
@@ -197,7 +198,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "report: %s\n", out)
 	if rep.Image.RemoveError != "" {
+		// A leaked image is a cleanup failure of the run: never exit 0.
 		fmt.Fprintf(stderr, "qualify: removing image %s failed: %s\n", rep.Image.ID, rep.Image.RemoveError)
+		return exitFailed
 	}
 	if code := qualify.ExitCode(rep); code != exitOK || err == nil {
 		return code
