@@ -342,12 +342,16 @@ func (p *process) fail(err error) {
 	}()
 }
 
-// closeAdmission refuses further starts, discards later exec observations
-// and closes the streams (seed closeAdmission closes the attachment); stop
-// calls it before removing compute, so readers are released even when the
-// removal fails and must be retried.
+// closeAdmission refuses further starts and discards later exec
+// observations; stop calls it before removing compute.
 func (p *process) closeAdmission() {
 	p.stopOnce.Do(func() { close(p.stopping) })
+}
+
+// releaseStreams closes the streams without settling the exit: stop calls
+// it when compute removal failed, so readers are not left blocked while the
+// receipt waits for a retried stop.
+func (p *process) releaseStreams() {
 	p.mu.Lock()
 	owned := p.owned
 	p.mu.Unlock()

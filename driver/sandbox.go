@@ -568,6 +568,9 @@ func (s *sandbox) stopLocked(ctx context.Context) error {
 		}
 	}
 	if err := s.removeRole(ctx, sandboxapi.RoleCompute); err != nil {
+		if proc != nil {
+			proc.releaseStreams()
+		}
 		return err
 	}
 	if proc != nil {

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -24,21 +25,34 @@ func Resources(owner sandboxapi.CleanupOwner) []evidence.Resource {
 	return out
 }
 
-// CheckAbsent inspects res by exact reference and reports whether the
-// Engine answered "not found". An identified resource is inspected by its
-// ID; a creating one by its exact planned name (its create may have landed);
-// a planned one was never created and is absent without an Engine call.
-// Inspection is read-only: nothing is removed here.
+// CheckAbsent reports whether the Engine answers "not found" for res, by
+// its exact planned name and, once identified, by its exact ID too: the
+// evidence does not trust the driver's own record (a create wrongly taken
+// for "never dispatched" would still be found by name). Inspection is
+// read-only: nothing is removed here.
 func CheckAbsent(ctx context.Context, cli *client.Client, res evidence.Resource) (absent bool, probe string, err error) {
-	ref := res.ID
-	switch sandboxapi.IdentityKind(res.Identity) {
-	case sandboxapi.IdentityPlanned:
-		return true, "planned: never created", nil
-	case sandboxapi.IdentityCreating:
-		ref = res.Name
+	refs := []string{res.Name}
+	if sandboxapi.IdentityKind(res.Identity) == sandboxapi.IdentityIdentified && res.ID != "" && res.ID != res.Name {
+		refs = append(refs, res.ID)
 	}
+	var probes []string
+	for _, ref := range refs {
+		gone, p, err := inspectAbsent(ctx, cli, res.Role, ref)
+		if err != nil {
+			return false, "", err
+		}
+		probes = append(probes, p)
+		if !gone {
+			return false, strings.Join(probes, "; "), nil
+		}
+	}
+	return true, strings.Join(probes, "; "), nil
+}
+
+func inspectAbsent(ctx context.Context, cli *client.Client, role, ref string) (bool, string, error) {
 	var what string
-	switch sandboxapi.Role(res.Role) {
+	var err error
+	switch sandboxapi.Role(role) {
 	case sandboxapi.RoleCompute, sandboxapi.RoleExport:
 		what = "container"
 		_, err = cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
@@ -49,7 +63,7 @@ func CheckAbsent(ctx context.Context, cli *client.Client, res evidence.Resource)
 		what = "network"
 		_, err = cli.NetworkInspect(ctx, ref, client.NetworkInspectOptions{})
 	default:
-		return false, "", fmt.Errorf("unknown resource role %q", res.Role)
+		return false, "", fmt.Errorf("unknown resource role %q", role)
 	}
 	switch {
 	case err == nil:
