@@ -142,8 +142,8 @@ func checkController(prof profiles.Profile) error {
 }
 
 // checkSpillDirectory verifies the caller-owned spill directory at startup:
-// it exists, is a directory, is canonical (no symlink on the way) and is
-// owned by this process's user.
+// it exists, is a directory, is canonical (no symlink on the way), is owned
+// by this process's user and writable by no one else.
 func checkSpillDirectory(dir string) error {
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -158,6 +158,9 @@ func checkSpillDirectory(dir string) error {
 	}
 	if !st.IsDir() {
 		return &sandboxapi.UnsupportedError{Message: "spill directory " + dir + " is not a directory"}
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return &sandboxapi.UnsupportedError{Message: fmt.Sprintf("spill directory %s is writable by group or others (mode %v); transfer metadata there must be the caller's alone", dir, st.Mode().Perm())}
 	}
 	if uid, ok := fileOwner(st); ok && uid != uint32(os.Geteuid()) {
 		return &sandboxapi.UnsupportedError{Message: fmt.Sprintf("spill directory %s is owned by uid %d, not by this controller (uid %d)", dir, uid, os.Geteuid())}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -313,4 +314,17 @@ func TestStartupCancellationLeavesNothing(t *testing.T) {
 		}
 		destroyAndCheck(t, res)
 	}
+}
+
+func TestStartRejectsASharedSpillDirectory(t *testing.T) {
+	shared := t.TempDir()
+	assert.NilError(t, os.Chmod(shared, 0o777))
+	b := newBackend(t, func(c *driver.Config) { c.SpillDirectory = shared })
+	res, err := b.Reserve(sandboxapi.Request{Policy: enginetest.Policy()}, sandboxapi.InProcess())
+	assert.NilError(t, err)
+	_, err = res.Start(context.Background())
+	var unsupported *sandboxapi.UnsupportedError
+	assert.Assert(t, errors.As(err, &unsupported), "got %v", err)
+	assert.Check(t, is.Contains(err.Error(), "writable by group or others"))
+	assert.Equal(t, res.RecoveryRecord().Phase, sandboxapi.PhaseReserved, "rejected before any Engine effect")
 }

@@ -79,7 +79,7 @@ func (q *quota) add(name string, size int64) error {
 // the source is exhausted, before the archive is terminated: a failing
 // import aborts the upload, but entries the Engine already extracted stay
 // in the workspace (no process has run yet; destroy the sandbox).
-func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opts sandboxapi.TransferOptions) error {
+func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opts sandboxapi.TransferOptions) (err error) {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opt
 	if err != nil {
 		return err
 	}
-	defer sorter.Close()
+	defer func() { err = errors.Join(err, spillCloseError(sorter.Close())) }()
 
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
@@ -134,6 +134,15 @@ func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opt
 		return engineFailure(perr, "import into %s of compute container %s", WorkPath, compute.Identity.ID)
 	}
 	return nil
+}
+
+// spillCloseError reports a failure to remove the transfer's spill files:
+// they live in the caller's directory, so leaving them is not silent.
+func spillCloseError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("driver: remove transfer spill files: %w", err)
 }
 
 // errUploadEnded closes the import pipe once the Engine upload returned, so
@@ -434,7 +443,7 @@ func (x *export) rel(name string) string {
 	return x.prefix + "/" + name
 }
 
-func (x *export) run(ctx context.Context) error {
+func (x *export) run(ctx context.Context) (err error) {
 	what := fmt.Sprintf("export %s from accessor %s", x.guest, x.accessor)
 	res, err := x.eng.cli.CopyFromContainer(withStreaming(ctx), x.accessor, client.CopyFromContainerOptions{SourcePath: x.guest})
 	if err != nil {
@@ -448,7 +457,7 @@ func (x *export) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer sorter.Close()
+	defer func() { err = errors.Join(err, spillCloseError(sorter.Close())) }()
 	if err := x.sink.Begin(); err != nil {
 		return fmt.Errorf("driver: export sink: %w", err)
 	}

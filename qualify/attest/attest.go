@@ -347,7 +347,9 @@ func strictJSON(data []byte, out any) error {
 	if err := dec.Decode(out); err != nil {
 		return err
 	}
-	if dec.More() {
+	// More() is false before a stray ']' or '}', so ask for the next token:
+	// only a clean end of input is accepted.
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
