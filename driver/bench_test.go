@@ -110,20 +110,34 @@ func qualboxFirstByte(ctx context.Context, be *driver.Backend) (time.Duration, e
 	return d, nil
 }
 
-func clientFirstByte(ctx context.Context, cli *client.Client, image string) (time.Duration, error) {
-	t0 := time.Now()
+// plainContainer creates and starts a minimal keeper container of image
+// through the client directly, the benchmarks' reference; remove removes
+// exactly it.
+func plainContainer(ctx context.Context, cli *client.Client, image string) (id string, remove func(), err error) {
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config:     &container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, Cmd: []string{"-c", "while :; do sleep 3600; done"}},
 		HostConfig: &container.HostConfig{NetworkMode: "none"},
 	})
 	if err != nil {
-		return 0, err
+		return "", func() {}, err
 	}
-	defer cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
+	remove = func() {
+		_, _ = cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
+	}
 	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return "", remove, err
+	}
+	return created.ID, remove, nil
+}
+
+func clientFirstByte(ctx context.Context, cli *client.Client, image string) (time.Duration, error) {
+	t0 := time.Now()
+	id, remove, err := plainContainer(ctx, cli, image)
+	defer remove()
+	if err != nil {
 		return 0, err
 	}
-	ex, err := cli.ExecCreate(ctx, created.ID, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: []string{"/bin/echo", "hello"}})
+	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: []string{"/bin/echo", "hello"}})
 	if err != nil {
 		return 0, err
 	}
@@ -201,19 +215,13 @@ func sandboxCopy(ctx context.Context, be *driver.Backend, w io.Writer) (time.Dur
 }
 
 func clientCopy(ctx context.Context, cli *client.Client, image string) (time.Duration, error) {
-	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, Cmd: []string{"-c", "while :; do sleep 3600; done"}},
-		HostConfig: &container.HostConfig{NetworkMode: "none"},
-	})
+	id, remove, err := plainContainer(ctx, cli, image)
+	defer remove()
 	if err != nil {
 		return 0, err
 	}
-	defer cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
-	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		return 0, err
-	}
 	t0 := time.Now()
-	ex, err := cli.ExecCreate(ctx, created.ID, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: throughputCmd})
+	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: throughputCmd})
 	if err != nil {
 		return 0, err
 	}
