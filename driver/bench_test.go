@@ -240,13 +240,14 @@ func clientCopy(ctx context.Context, cli *client.Client, image string) (time.Dur
 	return time.Since(t0), nil
 }
 
-// slowWriter consumes like a slow reader: it sleeps 1 ms every 16 writes,
+// slowWriter consumes like a slow reader: it sleeps 1 ms every 2 writes
+// (io.Copy writes at most 32 KiB, so at most ~64 MiB/s, below the producer),
 // so backpressure holds the producer for the whole run.
 type slowWriter struct{ n int }
 
 func (w *slowWriter) Write(p []byte) (int, error) {
 	w.n++
-	if w.n%16 == 0 {
+	if w.n%2 == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	return len(p), nil
