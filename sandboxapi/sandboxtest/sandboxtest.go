@@ -42,7 +42,9 @@ type Config struct {
 //     process Start are *sandboxapi.StateError.
 //   - ProcessReservation.Stop and Sandbox.Stop make a running process's
 //     receipt sandboxapi.Unavailable().
-//   - Destroy after Stop succeeds and can be retried.
+//   - Destroy after Stop succeeds, and a second Destroy is nil (idempotent;
+//     retry after a partial failure needs fault injection, see the driver's
+//     fault tests).
 //   - WithSandbox runs a process and leaves the sandbox destroyed.
 func Run(t *testing.T, newBackend func(t *testing.T) sandboxapi.Backend, cfg Config) {
 	t.Helper()
@@ -65,7 +67,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandboxapi.Backend, cfg Con
 	t.Run("SecondStartIsStateError", s.secondStart)
 	t.Run("ProcessStopYieldsUnavailable", func(t *testing.T) { s.stopYieldsUnavailable(t, true) })
 	t.Run("SandboxStopYieldsUnavailable", func(t *testing.T) { s.stopYieldsUnavailable(t, false) })
-	t.Run("DestroyAfterStopIsRetryable", s.destroyRetryable)
+	t.Run("DestroyAfterStopIsIdempotent", s.destroyIdempotent)
 	t.Run("WithSandboxCleansUp", s.withSandbox)
 }
 
@@ -331,7 +333,7 @@ func (s *suite) stopYieldsUnavailable(t *testing.T, viaProcess bool) {
 	<-errs
 }
 
-func (s *suite) destroyRetryable(t *testing.T) {
+func (s *suite) destroyIdempotent(t *testing.T) {
 	ctx := s.context(t)
 	sb := s.start(t)
 	if err := sb.Stop(ctx); err != nil {
