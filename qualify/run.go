@@ -200,6 +200,11 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 			run.Verdict = evidence.Verdict{Kind: evidence.Failed}
 		}
 	}
+	if run.Image.RemoveError != "" {
+		// The run's own guest image leaked: a cleanup failure of the run,
+		// signed as such, never a passed run.
+		run.Verdict = evidence.Verdict{Kind: evidence.Failed, Reason: "guest image not removed: " + run.Image.RemoveError}
+	}
 	if run.Interrupted {
 		run.Verdict = evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"}
 	}

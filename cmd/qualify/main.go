@@ -5,9 +5,9 @@
 //
 //	qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--json] [--keep-image] [--verbose]
 //	qualify verify --key PUB [--json] DIR...
-//	qualify merge --key PUB [--key PUB...] [--require a,b] [--markdown|--json] DIR...
+//	qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
-//	qualify image [--endpoint unix:///var/run/docker.sock] [--remove ID]
+//	qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--remove ID]
 //
 // run executes the manifest's scenarios and writes evidence.json,
 // summary.md, junit.xml and one directory per scenario into a fresh output
@@ -71,7 +71,13 @@ const (
 const defaultEndpoint = "unix:///var/run/docker.sock"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.Background(), func() {}
+	// Only the commands that own Engine resources turn SIGINT/SIGTERM into
+	// a cancellation they clean up after; verify, merge and keygen keep the
+	// default, so Ctrl-C always stops them.
+	if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "image" || os.Args[1] == scenario.ChildCommand) {
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -106,11 +112,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--json] [--keep-image] [--verbose]
+  qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
   qualify verify --key PUB [--json] DIR...
-  qualify merge --key PUB [--key PUB...] [--require a,b] [--markdown|--json] DIR...
+  qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
   qualify keygen --out DIR
-  qualify image [--endpoint unix:///var/run/docker.sock] [--remove ID]
+  qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--remove ID]
 `)
 }
 
@@ -123,6 +129,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keepImage := fs.Bool("keep-image", false, "keep the guest image built for `image: build`")
 	verbose := fs.Bool("verbose", false, "print scenario detail lines on stderr")
 	signingKey := fs.String("signing-key", "", "ed25519 private key `file` (PEM PKCS#8, from qualify keygen) to sign the report with")
+	probe := fs.String("probe", "", "prebuilt static guest probe `binary` for `image: build` (default: compile it from this source tree)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -157,19 +164,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer cli.Close()
 
-	// The output directory is created only once the Engine answered, so an
-	// unreachable Engine leaves no empty report directory behind.
-	if out, err = qualify.PrepareOutput(out); err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitUsage
-	}
 	cfg := qualify.Config{
-		Manifest: m, Output: out, Registry: reg, Engine: cli, ImageID: m.Image, ImageSource: "manifest",
+		Manifest: m, Registry: reg, Engine: cli, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
 	}
 	if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...")
-		img, err := guest.Build(ctx, cli, guest.BuildOptions{})
+		img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: *probe})
 		if err != nil {
 			fmt.Fprintf(stderr, " failed\nqualify: %v\n", err)
 			return exitEngine
@@ -182,6 +183,20 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			cfg.RemoveImage = func(ctx context.Context) error { return guest.Remove(ctx, cli, img.ID) }
 		}
 	}
+	// The output directory is created only once the Engine answered and the
+	// image exists, so an early failure leaves no empty report directory.
+	if cfg.Output, err = qualify.PrepareOutput(out); err != nil {
+		fmt.Fprintf(stderr, "qualify: %v\n", err)
+		if cfg.RemoveImage != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			if rerr := cfg.RemoveImage(rctx); rerr != nil {
+				fmt.Fprintf(stderr, "qualify: %v\n", rerr)
+			}
+			cancel()
+		}
+		return exitUsage
+	}
+	out = cfg.Output
 	rep, err := qualify.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
@@ -213,6 +228,7 @@ func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	endpoint := fs.String("endpoint", defaultEndpoint, "Engine `socket`")
 	remove := fs.String("remove", "", "remove exactly the image `ID` (sha256:<64 hex>) instead of building")
+	probe := fs.String("probe", "", "prebuilt static guest probe `binary` (default: compile it from this source tree)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
@@ -230,7 +246,7 @@ func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "removed %s\n", *remove)
 		return exitOK
 	}
-	img, err := guest.Build(ctx, cli, guest.BuildOptions{})
+	img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: *probe})
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitFailed

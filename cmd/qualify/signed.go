@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/qualbox/qualbox/qualify/attest"
@@ -135,9 +138,10 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("qualify merge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var keyPaths, require listFlag
+	var keyPaths, require, manifests listFlag
 	fs.Var(&keyPaths, "key", "trusted ed25519 public key `file` (PEM PKIX); repeatable, one per signing host or lane")
 	fs.Var(&require, "require", "`scenarios` (comma-separated or repeated) that must pass under every tuple for exit 0")
+	fs.Var(&manifests, "manifest", "manifest `file` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
 	markdown := fs.Bool("markdown", false, "print the matrix as Markdown")
 	asJSON := fs.Bool("json", false, "print the matrix as JSON")
 	if err := fs.Parse(args); err != nil || len(keyPaths) == 0 || fs.NArg() == 0 || (*markdown && *asJSON) {
@@ -180,10 +184,26 @@ func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFailed
 		}
 	}
-	if v := m.Gate(require); len(v) > 0 {
-		for _, l := range v {
-			fmt.Fprintf(stderr, "qualify merge: required scenario not passed: %s\n", l)
+	var pins []string
+	for _, p := range manifests {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify merge: --manifest: %v\n", err)
+			return exitUsage
 		}
+		sum := sha256.Sum256(data)
+		pins = append(pins, hex.EncodeToString(sum[:]))
+	}
+	failed := false
+	for _, l := range m.PinManifests(pins) {
+		fmt.Fprintf(stderr, "qualify merge: %s\n", l)
+		failed = true
+	}
+	for _, l := range m.Gate(require) {
+		fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", l)
+		failed = true
+	}
+	if failed {
 		return exitFailed
 	}
 	return exitOK

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
@@ -99,11 +100,20 @@ func Files(dir string) ([]string, error) {
 
 // digestFile returns the hex SHA-256 of name inside root.
 func digestFile(root *os.Root, name string) (string, error) {
-	f, err := root.Open(filepath.FromSlash(name))
+	// O_NONBLOCK: a FIFO planted in a report must not hang verification at
+	// open; only a regular file is hashed.
+	f, err := root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file (%v)", st.Mode().Type())
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err

@@ -29,6 +29,10 @@ type MatrixColumn struct {
 	Key     string   `json:"key"`
 	Tuple   Tuple    `json:"tuple"`
 	Reports []string `json:"reports"`
+	// RunVerdicts are the signed run-level verdicts of Reports, in order: a
+	// run can fail (interrupted, leaked image) with every listed scenario
+	// passed.
+	RunVerdicts []Verdict `json:"runVerdicts"`
 }
 
 // Cell combines one scenario's verdicts from the reports of one column:
@@ -70,6 +74,7 @@ func Merge(reports []*Signed) *Matrix {
 			m.Columns = append(m.Columns, MatrixColumn{Key: fmt.Sprintf("T%d", j+1), Tuple: rep.Predicate.Tuple})
 		}
 		m.Columns[j].Reports = append(m.Columns[j].Reports, rep.Dir)
+		m.Columns[j].RunVerdicts = append(m.Columns[j].RunVerdicts, rep.Predicate.Verdict)
 		for _, s := range rep.Predicate.Scenarios {
 			i, ok := row[s.Name]
 			if !ok {
@@ -110,9 +115,19 @@ func combine(vs []Verdict) Cell {
 }
 
 // Gate checks that every required scenario passed in every column (each
-// report of the column passed it). It returns one line per violation.
+// report of the column passed it) and, when anything is required, that
+// every report's run verdict passed. It returns one line per violation.
 func (m *Matrix) Gate(required []string) []string {
 	var out []string
+	if len(required) > 0 {
+		for _, c := range m.Columns {
+			for k, v := range c.RunVerdicts {
+				if v.Kind != Passed {
+					out = append(out, fmt.Sprintf("%s: report %s: run verdict %s", c.Key, c.Reports[k], v))
+				}
+			}
+		}
+	}
 	for _, name := range required {
 		i := slices.Index(m.Scenarios, name)
 		for j, c := range m.Columns {
@@ -124,6 +139,23 @@ func (m *Matrix) Gate(required []string) []string {
 			case m.Cells[i][j].Passed != m.Cells[i][j].Runs:
 				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
 			}
+		}
+	}
+	return out
+}
+
+// PinManifests checks that every column ran one of the allowed manifest
+// digests (hex SHA-256 of the manifest file), so a gate over scenario names
+// cannot be met by a manifest that weakened their parameters. It returns
+// one line per violation; allowed empty pins nothing.
+func (m *Matrix) PinManifests(allowed []string) []string {
+	if len(allowed) == 0 {
+		return nil
+	}
+	var out []string
+	for _, c := range m.Columns {
+		if !slices.Contains(allowed, c.Tuple.ManifestSHA256) {
+			out = append(out, fmt.Sprintf("%s: manifest sha256 %s is not one of the pinned manifests", c.Key, c.Tuple.ManifestSHA256))
 		}
 	}
 	return out

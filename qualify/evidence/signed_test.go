@@ -252,8 +252,16 @@ func TestMergeMatrixGolden(t *testing.T) {
 	assert.NilError(t, err)
 	golden.Assert(t, string(md), "matrix.md.golden")
 
-	assert.DeepEqual(t, m.Gate([]string{"admission"}), []string(nil))
-	assert.DeepEqual(t, m.Gate([]string{"isolation", "lifecycle", "memory-exhaustion", "nope"}), []string{
+	// The fixture runs' signed run verdicts are failed (a scenario failed or
+	// was skipped in each), so even a gate on a passed scenario names them.
+	runFailed := []string{
+		"T1: report reports/a: run verdict failed",
+		"T1: report reports/b: run verdict failed",
+		"T2: report reports/c: run verdict failed",
+	}
+	assert.DeepEqual(t, m.Gate(nil), []string(nil))
+	assert.DeepEqual(t, m.Gate([]string{"admission"}), runFailed)
+	assert.DeepEqual(t, m.Gate([]string{"isolation", "lifecycle", "memory-exhaustion", "nope"}), append(runFailed,
 		"T1: isolation: failed 1/2",
 		"T2: isolation: failed",
 		"T1: lifecycle: skipped 0/2",
@@ -261,5 +269,12 @@ func TestMergeMatrixGolden(t *testing.T) {
 		"T1: memory-exhaustion: not run",
 		"T1: nope: not in any report",
 		"T2: nope: not in any report",
-	})
+	))
+
+	// Pinning manifests: every column must have run one of them.
+	assert.DeepEqual(t, m.PinManifests(nil), []string(nil))
+	t1 := m.Columns[0].Tuple.ManifestSHA256
+	assert.DeepEqual(t, m.PinManifests([]string{t1, m.Columns[1].Tuple.ManifestSHA256}), []string(nil))
+	other := strings.Repeat("0", 64)
+	assert.Check(t, len(m.PinManifests([]string{other})) == 2)
 }

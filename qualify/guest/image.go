@@ -224,7 +224,7 @@ func buildProbe(ctx context.Context, opts BuildOptions) ([]byte, error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("guest: go build %s in %q: %w: %s (the probe is compiled from the qualbox source tree: run from inside the repository, or give a prebuilt static probe as BuildOptions.ProbeBinary)",
+		return nil, fmt.Errorf("guest: go build %s in %q: %w: %s (the probe is compiled from the qualbox source tree: run from inside the repository, or pass a prebuilt static probe with --probe)",
 			ProbePackage, opts.SourceDir, err, strings.TrimSpace(stderr.String()))
 	}
 	b, err := os.ReadFile(out)
