@@ -2,7 +2,9 @@ package observer_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +88,15 @@ func TestRealHostV1(t *testing.T) {
 	assert.DeepEqual(t, snap.CPUPeriodMicros, i64(100000))
 	assert.DeepEqual(t, snap.OOMKills, i64(0))
 	assert.Assert(t, len(snap.Procs) >= 1 && snap.Procs[0] == pid, "%v", snap.Procs)
-	assert.Assert(t, !scope.Absence(host).OK())
+	st, err := observer.StartTime(host, pid)
+	assert.NilError(t, err)
+	assert.Equal(t, scope.StartTime, st)
+	assert.Equal(t, scope.Absence(host).String(), "occupied (keeper alive)")
+	for _, d := range scope.Dirs {
+		procs, err := os.ReadFile("/" + d + "/tasks")
+		assert.NilError(t, err)
+		assert.Assert(t, strings.Contains("\n"+string(procs), fmt.Sprintf("\n%d\n", pid)), "%s/tasks: %s", d, procs)
+	}
 
 	assert.NilError(t, res.Stop(ctx))
 	assert.NilError(t, res.Destroy(ctx))

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -33,6 +34,10 @@ const v1Unlimited = 9223372036854771712
 type Scope struct {
 	// PID is the process the scope was resolved from (the keeper).
 	PID int `json:"pid"`
+	// StartTime is field 22 of /proc/<pid>/stat at Resolve (clock ticks
+	// after boot): a later /proc/<pid> with another start time is another
+	// process that reused the PID.
+	StartTime uint64 `json:"startTime"`
 	// Version is 1 or 2.
 	Version int `json:"version"`
 	// ProcCgroup is /proc/<pid>/cgroup verbatim.
@@ -40,16 +45,23 @@ type Scope struct {
 	// Dirs maps "memory", "pids" and "cpu" to the scope's directory for
 	// that controller, relative to the fs root (no leading slash), e.g.
 	// "sys/fs/cgroup/memory/docker/<id>"; on v2 all three are the same.
+	// Every directory existed and listed PID when the scope was resolved.
 	Dirs map[string]string `json:"dirs"`
 }
 
 // controllers are the controllers the observer reads.
 var controllers = []string{"memory", "pids", "cpu"}
 
-// Resolve reads proc/<pid>/cgroup and proc/self/mountinfo in fsys (rooted at
-// the host's "/") and returns the pid's scope. cgroup v1 is chosen when the
-// memory controller has a v1 line (hybrid hosts keep an empty "0::" line
-// too); otherwise the v2 "0::<path>" line is used.
+// Resolve reads proc/<pid>/cgroup, proc/<pid>/stat and proc/self/mountinfo
+// in fsys (rooted at the host's "/") and returns the pid's scope. cgroup v1
+// is chosen when the memory controller has a v1 line (hybrid hosts keep an
+// empty "0::" line too); otherwise the v2 "0::<path>" line is used. Each
+// path is mapped through the mount of its hierarchy, honouring the mount's
+// root (mountinfo field 4). The scope is resolved only when every
+// controller directory exists and lists pid (v1: tasks or cgroup.procs,
+// v2: cgroup.procs); a path outside the observer's cgroup namespace ("/.."),
+// outside the mounted root, or a directory that does not hold pid is an
+// error, so a scope that was never found is never reported gone later.
 func Resolve(fsys fs.FS, pid int) (Scope, error) {
 	s := Scope{PID: pid, Dirs: map[string]string{}}
 	data, err := fs.ReadFile(fsys, fmt.Sprintf("proc/%d/cgroup", pid))
@@ -57,8 +69,11 @@ func Resolve(fsys fs.FS, pid int) (Scope, error) {
 		return s, fmt.Errorf("observer: read /proc/%d/cgroup: %w", pid, err)
 	}
 	s.ProcCgroup = string(data)
+	if s.StartTime, err = StartTime(fsys, pid); err != nil {
+		return s, err
+	}
 	mounts := cgroupMounts(fsys)
-	v1 := map[string]string{}
+	v1 := map[string][2]string{} // controller: hierarchy, path
 	v2 := ""
 	haveV2 := false
 	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
@@ -71,42 +86,141 @@ func Resolve(fsys fs.FS, pid int) (Scope, error) {
 			continue
 		}
 		for c := range strings.SplitSeq(parts[1], ",") {
-			root, ok := mounts[c]
-			if !ok {
-				root = "sys/fs/cgroup/" + parts[1]
-			}
-			v1[c] = path.Join(root, parts[2])
+			v1[c] = [2]string{parts[1], parts[2]}
 		}
 	}
 	if _, ok := v1["memory"]; ok {
 		s.Version = 1
 		for _, c := range controllers {
-			if d, ok := v1[c]; ok {
-				s.Dirs[c] = d
+			hp, ok := v1[c]
+			if !ok {
+				continue
 			}
+			m, ok := mounts[c]
+			if !ok {
+				m = mount{point: "sys/fs/cgroup/" + hp[0], root: "/"}
+			}
+			d, err := m.dir(hp[1])
+			if err != nil {
+				return s, fmt.Errorf("observer: /proc/%d/cgroup %s: %w", pid, c, err)
+			}
+			s.Dirs[c] = d
 		}
-		return s, nil
+	} else {
+		if !haveV2 {
+			return s, fmt.Errorf("observer: /proc/%d/cgroup names neither a v1 memory controller nor a v2 path", pid)
+		}
+		m, ok := mounts[""]
+		if !ok {
+			m = mount{point: "sys/fs/cgroup", root: "/"}
+		}
+		d, err := m.dir(v2)
+		if err != nil {
+			return s, fmt.Errorf("observer: /proc/%d/cgroup: %w", pid, err)
+		}
+		s.Version = 2
+		for _, c := range controllers {
+			s.Dirs[c] = d
+		}
 	}
-	if !haveV2 {
-		return s, fmt.Errorf("observer: /proc/%d/cgroup names neither a v1 memory controller nor a v2 path", pid)
-	}
-	root, ok := mounts[""]
-	if !ok {
-		root = "sys/fs/cgroup"
-	}
-	s.Version = 2
 	for _, c := range controllers {
-		s.Dirs[c] = path.Join(root, v2)
+		d, ok := s.Dirs[c]
+		if !ok {
+			continue
+		}
+		if err := s.holds(fsys, d); err != nil {
+			return s, fmt.Errorf("observer: %s scope of pid %d: %w", c, pid, err)
+		}
 	}
 	return s, nil
 }
 
+// holds checks that dir is a directory whose cgroup.procs (or, on v1,
+// tasks) lists s.PID.
+func (s Scope) holds(fsys fs.FS, dir string) error {
+	st, err := fs.Stat(fsys, dir)
+	if err != nil {
+		return fmt.Errorf("directory /%s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("/%s is not a directory", dir)
+	}
+	files := []string{"cgroup.procs"}
+	if s.Version == 1 {
+		files = append(files, "tasks")
+	}
+	var errs []error
+	for _, f := range files {
+		data, err := fs.ReadFile(fsys, path.Join(dir, f))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if slices.Contains(pids(string(data)), s.PID) {
+			return nil
+		}
+	}
+	if len(errs) == len(files) {
+		return fmt.Errorf("/%s: %w", dir, errors.Join(errs...))
+	}
+	return fmt.Errorf("pid %d is not in /%s/%s", s.PID, dir, strings.Join(files, " or "))
+}
+
+// StartTime returns field 22 (starttime) of proc/<pid>/stat in fsys.
+func StartTime(fsys fs.FS, pid int) (uint64, error) {
+	data, err := fs.ReadFile(fsys, fmt.Sprintf("proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("observer: read /proc/%d/stat: %w", pid, err)
+	}
+	// comm (field 2) may hold spaces and parentheses: fields 3.. follow
+	// the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("observer: /proc/%d/stat: no comm field", pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("observer: /proc/%d/stat: %d fields after comm, want >= 20", pid, len(f))
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("observer: /proc/%d/stat starttime: %w", pid, err)
+	}
+	return n, nil
+}
+
+// mount is a cgroup hierarchy's mount: its point relative to the fs root
+// and the hierarchy path mounted there (mountinfo field 4).
+type mount struct {
+	point, root string
+}
+
+// dir maps the cgroup path p of /proc/<pid>/cgroup to a directory under
+// the mount.
+func (m mount) dir(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("cgroup path %q is not absolute", p)
+	}
+	if slices.Contains(strings.Split(p, "/"), "..") {
+		return "", fmt.Errorf("cgroup path %q is outside the observer's cgroup namespace", p)
+	}
+	rel := p
+	if m.root != "/" {
+		r, ok := strings.CutPrefix(p, m.root)
+		if !ok || r != "" && !strings.HasPrefix(r, "/") {
+			return "", fmt.Errorf("cgroup path %q is outside the hierarchy mounted at /%s (root %q)", p, m.point, m.root)
+		}
+		rel = r
+	}
+	return path.Join(m.point, rel), nil
+}
+
 // cgroupMounts maps each v1 controller (and "" for cgroup2) to its mount
-// point relative to the fs root, from proc/self/mountinfo; missing or
-// unreadable mountinfo yields an empty map (callers use the conventional
-// /sys/fs/cgroup layout).
-func cgroupMounts(fsys fs.FS) map[string]string {
-	out := map[string]string{}
+// relative to the fs root, from proc/self/mountinfo; missing or unreadable
+// mountinfo yields an empty map (callers use the conventional
+// /sys/fs/cgroup layout, whose guesses Resolve still checks).
+func cgroupMounts(fsys fs.FS) map[string]mount {
+	out := map[string]mount{}
 	data, err := fs.ReadFile(fsys, "proc/self/mountinfo")
 	if err != nil {
 		return out
@@ -118,22 +232,41 @@ func cgroupMounts(fsys fs.FS) map[string]string {
 		if sep < 0 || sep+3 >= len(f) || len(f) < 5 {
 			continue
 		}
-		mp := strings.TrimPrefix(f[4], "/")
+		m := mount{point: strings.TrimPrefix(unescape(f[4]), "/"), root: unescape(f[3])}
 		switch f[sep+1] {
 		case "cgroup2":
 			// Keep the first: the unified mount of a hybrid host or the v2 root.
 			if _, ok := out[""]; !ok {
-				out[""] = mp
+				out[""] = m
 			}
 		case "cgroup":
 			for o := range strings.SplitSeq(f[sep+3], ",") {
-				if slices.Contains(controllers, o) || o == "cpuacct" {
-					out[o] = mp
+				if _, ok := out[o]; !ok && (slices.Contains(controllers, o) || o == "cpuacct") {
+					out[o] = m
 				}
 			}
 		}
 	}
 	return out
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // Snapshot is one reading of a scope's interface files. Nil numbers are
@@ -307,11 +440,16 @@ func pids(content string) []int {
 
 // Absence is the state of a scope after cleanup.
 type Absence struct {
-	// Gone is true when every directory of the scope is absent.
+	// Gone is true when every directory of the scope is absent and the
+	// keeper is not alive.
 	Gone bool `json:"gone"`
 	// Empty is true when every remaining directory has no process in
-	// cgroup.procs (and, on v1, tasks).
+	// cgroup.procs (and, on v1, tasks) and the keeper is not alive.
 	Empty bool `json:"empty"`
+	// Keeper is "alive" when /proc/<pid> still shows the keeper (same
+	// start time), "exited" when it does not (absent, or the PID was
+	// reused), or "unreadable: <error>".
+	Keeper string `json:"keeper"`
 	// Dirs maps each directory to "absent", "empty" or "procs: <pids>".
 	Dirs map[string]string `json:"dirs"`
 }
@@ -325,14 +463,31 @@ func (a Absence) String() string {
 		return "gone"
 	case a.Empty:
 		return "empty"
+	case a.Keeper != "" && a.Keeper != "exited":
+		return "occupied (keeper " + a.Keeper + ")"
 	}
 	return "occupied"
 }
 
-// Absence checks, without waiting, that every directory of s is gone or
-// has no processes.
+// Absence checks, without waiting, that the keeper has exited and every
+// directory of s is gone or has no processes. A keeper still alive (its
+// /proc/<pid> with the start time seen at Resolve) is never gone or empty,
+// whatever the directories say.
 func (s Scope) Absence(fsys fs.FS) Absence {
-	a := Absence{Gone: true, Empty: true, Dirs: map[string]string{}}
+	a := Absence{Gone: true, Empty: true, Keeper: "exited", Dirs: map[string]string{}}
+	if len(s.Dirs) == 0 {
+		a.Gone, a.Empty, a.Keeper = false, false, "unresolved scope"
+		return a
+	}
+	switch st, err := StartTime(fsys, s.PID); {
+	case err == nil && st == s.StartTime:
+		a.Keeper = "alive"
+	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ESRCH):
+		// exited (ESRCH: while being read), or the PID now belongs to a
+		// later process
+	default:
+		a.Keeper = "unreadable: " + err.Error()
+	}
 	seen := map[string]bool{}
 	for _, c := range controllers {
 		dir, ok := s.Dirs[c]
@@ -374,6 +529,9 @@ func (s Scope) Absence(fsys fs.FS) Absence {
 	}
 	if a.Gone {
 		a.Empty = true
+	}
+	if a.Keeper != "exited" {
+		a.Gone, a.Empty = false, false
 	}
 	return a
 }

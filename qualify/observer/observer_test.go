@@ -28,7 +28,7 @@ func TestResolveV2Systemd(t *testing.T) {
 	assert.NilError(t, err)
 	dir := "sys/fs/cgroup/system.slice/docker-" + v2ID + ".scope"
 	assert.DeepEqual(t, s, observer.Scope{
-		PID: 4242, Version: 2, ProcCgroup: "0::/system.slice/docker-" + v2ID + ".scope\n",
+		PID: 4242, StartTime: 123456, Version: 2, ProcCgroup: "0::/system.slice/docker-" + v2ID + ".scope\n",
 		Dirs: map[string]string{"memory": dir, "pids": dir, "cpu": dir},
 	})
 	snap := s.Read(fsys, "during")
@@ -47,7 +47,7 @@ func TestResolveV2Systemd(t *testing.T) {
 
 	a := s.Absence(fsys)
 	assert.Assert(t, !a.OK())
-	assert.Equal(t, a.String(), "occupied")
+	assert.Equal(t, a.String(), "occupied (keeper alive)")
 	assert.DeepEqual(t, a.Dirs, map[string]string{dir: "procs: [4242 4250]"})
 }
 
@@ -64,7 +64,7 @@ func TestAbsenceV2Gone(t *testing.T) {
 }
 
 func TestV2UnlimitedAndEmpty(t *testing.T) {
-	fsys := os.DirFS("testdata/v2-unlimited-empty")
+	fsys := os.DirFS("testdata/v2-unlimited")
 	s, err := observer.Resolve(fsys, 77)
 	assert.NilError(t, err)
 	assert.Equal(t, s.Dirs["memory"], "sys/fs/cgroup/docker/"+v2ID)
@@ -72,7 +72,8 @@ func TestV2UnlimitedAndEmpty(t *testing.T) {
 	assert.Assert(t, snap.MemoryLimitBytes == nil && snap.MemorySwapLimitBytes == nil && snap.PidsMax == nil && snap.CPUQuotaMicros == nil)
 	assert.DeepEqual(t, snap.CPUPeriodMicros, i64(100000))
 	assert.DeepEqual(t, snap.OOMKills, i64(0))
-	a := s.Absence(fsys)
+	assert.Assert(t, !s.Absence(fsys).OK())
+	a := s.Absence(os.DirFS("testdata/v2-unlimited-empty"))
 	assert.Assert(t, !a.Gone && a.Empty && a.OK())
 	assert.Equal(t, a.String(), "empty")
 }
