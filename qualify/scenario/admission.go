@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
 // Admission qualifies driver admission (seed policy/preflight.js): the
@@ -41,6 +45,18 @@ func (Admission) params(raw map[string]any) (AdmissionParams, error) {
 	}
 	if p.MustFail == nil {
 		p.MustFail = []string{"/info CgroupVersion", "/info CgroupDriver"}
+	}
+	// An explicit empty list would leave nothing to reject or to require.
+	if len(p.Reject) == 0 {
+		return p, errors.New("params.reject: want at least one profile, got an empty list")
+	}
+	if len(p.MustFail) == 0 {
+		return p, errors.New("params.mustFail: want at least one check name, got an empty list")
+	}
+	for i, name := range p.MustFail {
+		if strings.TrimSpace(name) == "" {
+			return p, fmt.Errorf("params.mustFail[%d]: want a check name, got %q", i, name)
+		}
 	}
 	for i, name := range p.Reject {
 		if !slices.Contains(profiles.Names(), name) {
@@ -76,6 +92,20 @@ func (a Admission) Run(ctx context.Context, env *Env, params map[string]any, rec
 		rec.Check(env.Profile+": "+c.Name, c.Want, c.Got, c.OK)
 	}
 	rec.Check(env.Profile+": admitted", "no AdmissionError", errText(err), err == nil)
+	if adm != nil {
+		prof, perr := profiles.Load(env.Profile)
+		if perr != nil {
+			return perr
+		}
+		ind, ierr := readIndependent(ctx, env)
+		if ierr != nil {
+			return ierr
+		}
+		rec.Observe("independent engine facts", ind)
+		for _, c := range crossCheck(adm, ind, prof, env.ImageID) {
+			rec.Check(c.Name, c.Want, c.Got, c.OK)
+		}
+	}
 
 	rejections := map[string]any{}
 	for _, name := range p.Reject {
@@ -125,4 +155,97 @@ func errText(err error) string {
 		return "nil"
 	}
 	return err.Error()
+}
+
+// independentFacts are the admission facts the scenario reads itself
+// through env.Engine (/info, /version, image inspect), to grade the
+// driver's report against the Engine rather than against itself.
+type independentFacts struct {
+	Engine driver.EngineFacts `json:"engine"`
+	Image  driver.ImageFacts  `json:"image"`
+}
+
+// readIndependent reads /info, /version and the exact guest image through
+// env.Engine (read-only).
+func readIndependent(ctx context.Context, env *Env) (independentFacts, error) {
+	var f independentFacts
+	if env.Engine == nil {
+		return f, errors.New("admission: no Engine client for the independent cross-check")
+	}
+	ver, err := env.Engine.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return f, fmt.Errorf("admission: independent /version: %w", err)
+	}
+	info, err := env.Engine.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return f, fmt.Errorf("admission: independent /info: %w", err)
+	}
+	img, err := env.Engine.ImageInspect(ctx, env.ImageID)
+	if err != nil {
+		return f, fmt.Errorf("admission: independent image inspect %s: %w", env.ImageID, err)
+	}
+	f.Engine = driver.EngineFacts{
+		DaemonID: info.Info.ID, APIVersion: ver.APIVersion, MinAPIVersion: ver.MinAPIVersion, Os: ver.Os, Arch: ver.Arch,
+		CgroupVersion: info.Info.CgroupVersion, CgroupDriver: info.Info.CgroupDriver, SecurityOptions: info.Info.SecurityOptions,
+	}
+	f.Image = driver.ImageFacts{ID: img.ID, Os: img.Os, Architecture: img.Architecture}
+	return f, nil
+}
+
+// crossCheck compares the driver-reported admission facts with the
+// independently read ones ("cross-check: ..." checks: any difference is a
+// failed check) and the independent facts with prof's expectations
+// ("independent: ..." checks).
+func crossCheck(adm *driver.Admission, ind independentFacts, prof profiles.Profile, imageID string) []evidence.Check {
+	var out []evidence.Check
+	add := func(name string, want, got any, ok bool) {
+		out = append(out, evidence.Check{Name: name, Want: Render(want), Got: Render(got), OK: ok})
+	}
+	same := func(fact string, drv, own any) {
+		d, o := Render(drv), Render(own)
+		add("cross-check: "+fact+" (driver == independent)", o, d, d == o)
+	}
+	de, ie := adm.Engine, ind.Engine
+	same("daemon ID", de.DaemonID, ie.DaemonID)
+	same("/info CgroupVersion", de.CgroupVersion, ie.CgroupVersion)
+	same("/info CgroupDriver", de.CgroupDriver, ie.CgroupDriver)
+	same("/version ApiVersion", de.APIVersion, ie.APIVersion)
+	same("/version MinAPIVersion", de.MinAPIVersion, ie.MinAPIVersion)
+	same("/version Os", de.Os, ie.Os)
+	same("/version Arch", de.Arch, ie.Arch)
+	same("/info SecurityOptions", de.SecurityOptions, ie.SecurityOptions)
+	same("image Id", adm.Image.ID, ind.Image.ID)
+	same("image Os", adm.Image.Os, ind.Image.Os)
+	same("image Architecture", adm.Image.Architecture, ind.Image.Architecture)
+
+	add("independent: daemon ID", "non-empty", ie.DaemonID, strings.TrimSpace(ie.DaemonID) != "")
+	add("independent: /info CgroupVersion", strconv.Itoa(prof.Cgroup.Version), ie.CgroupVersion, ie.CgroupVersion == strconv.Itoa(prof.Cgroup.Version))
+	add("independent: /info CgroupDriver", prof.Cgroup.Driver, ie.CgroupDriver, ie.CgroupDriver == prof.Cgroup.Driver)
+	api, apiOK := apiMinor(ie.APIVersion)
+	floor, floorOK := apiMinor(ie.MinAPIVersion)
+	want, _ := apiMinor(prof.Daemon.MinAPIVersion)
+	add("independent: API version range", "MinAPIVersion <= "+prof.Daemon.MinAPIVersion+" <= ApiVersion", ie.MinAPIVersion+".."+ie.APIVersion,
+		apiOK && floorOK && floor <= want && api >= want)
+	add("independent: /version Os/Arch", "linux/"+prof.Daemon.Architecture, ie.Os+"/"+ie.Arch, ie.Os == "linux" && ie.Arch == prof.Daemon.Architecture)
+	hasAppArmor := slices.Contains(ie.SecurityOptions, "name=apparmor")
+	add("independent: SecurityOptions AppArmor", prof.AppArmor.Daemon, ie.SecurityOptions, hasAppArmor == (prof.AppArmor.Daemon == profiles.AppArmorEnabled))
+	seccomp := false
+	for _, o := range prof.Seccomp.SecurityOptions {
+		seccomp = seccomp || slices.Contains(ie.SecurityOptions, o)
+	}
+	add("independent: SecurityOptions seccomp", "one of "+strings.Join(prof.Seccomp.SecurityOptions, " | "), ie.SecurityOptions, seccomp)
+	add("independent: image Id", imageID, ind.Image.ID, ind.Image.ID == imageID)
+	add("independent: image Os/Architecture", "linux/"+prof.Image.Architecture, ind.Image.Os+"/"+ind.Image.Architecture,
+		ind.Image.Os == "linux" && ind.Image.Architecture == prof.Image.Architecture)
+	return out
+}
+
+// apiMinor parses "1.<minor>" into its minor number.
+func apiMinor(v string) (int, bool) {
+	major, minor, ok := strings.Cut(v, ".")
+	if !ok || major != "1" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(minor)
+	return n, err == nil
 }
