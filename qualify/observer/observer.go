@@ -405,6 +405,29 @@ func (s Scope) Read(fsys fs.FS, label string) Snapshot {
 	return snap
 }
 
+// OOMKills reads only the scope's oom_kill counter: memory.oom_control
+// oom_kill (v1) or memory.events oom_kill (v2). It is cheap enough to
+// poll while a scope is being torn down.
+func (s Scope) OOMKills(fsys fs.FS) (int64, error) {
+	dir, ok := s.Dirs["memory"]
+	if !ok {
+		return 0, errors.New("observer: no memory scope")
+	}
+	name := "memory.events"
+	if s.Version == 1 {
+		name = "memory.oom_control"
+	}
+	data, err := fs.ReadFile(fsys, path.Join(dir, name))
+	if err != nil {
+		return 0, err
+	}
+	v := keyed(string(data), "oom_kill")
+	if v == nil {
+		return 0, fmt.Errorf("observer: /%s/%s has no oom_kill", dir, name)
+	}
+	return *v, nil
+}
+
 // limit parses a number; "max", negative values and the v1 page-counter
 // maximum are nil (unlimited), as is anything unparsable.
 func limit(v string) *int64 {

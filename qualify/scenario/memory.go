@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
@@ -17,8 +20,10 @@ import (
 // (exit 137, SIGKILL), the kernel's counters must show it (oom_kill up,
 // failcnt or max events up), and stop/destroy must still be clean with the
 // scope gone. A control sandbox whose `sleep` the controller kills by
-// stopping compute must NOT be classified as OOM: its oom_kill counter
-// stays 0, and its receipt is unavailable{sandbox_stopped}.
+// stopping compute must NOT be classified as OOM: its oom_kill counter,
+// read after the stop's exit receipt (or, when the scope went with the
+// container, last polled across the stop), did not rise, and its receipt
+// is unavailable{sandbox_stopped}.
 type MemoryExhaustion struct{}
 
 // MemoryParams are the memory-exhaustion params.
@@ -129,19 +134,105 @@ func (s MemoryExhaustion) Run(ctx context.Context, env *Env, params map[string]a
 		return err
 	}
 	time.Sleep(300 * time.Millisecond)
-	during := o.snap("during")
+	o.snap("during")
+	// The stop removes compute and with it the scope directory, possibly
+	// before the exit receipt: poll oom_kill across the stop and read it
+	// once more after the receipt, before destroy.
+	w := watchOOMKills(env.HostFS(), o.scope, 5*time.Millisecond)
 	stopErr := o.stop(ctx)
 	rec.Check("control: stop compute", "nil", errText(stopErr), stopErr == nil)
 	exit, err := pr.wait(ctx)
+	kills := w.finish()
 	if err != nil {
 		return fmt.Errorf("control: wait: %w", err)
 	}
 	rec.Observe("exit:control", exit)
-	delta := num(during.OOMKills) - num(o.snaps[0].OOMKills)
+	rec.Observe("control: oom_kill across the stop", kills)
+	before := o.snaps[0].OOMKills
+	rec.Check("control: observer oom_kill read across the stop", "a value read after the stop began", kills.Source, kills.Value != nil && before != nil)
+	delta := int64(-1)
+	if kills.Value != nil && before != nil {
+		delta = *kills.Value - *before
+	}
 	rec.Equal("control: exit receipt", sandboxapi.Unavailable().String(), exit.String())
-	rec.Equal("control: observer oom_kill delta", int64(0), delta)
-	rec.Check("control: controller kill of sleep is not classified OOM", "not oom", KillCause(exit, delta), KillCause(exit, delta) != "oom")
+	rec.Equal("control: observer oom_kill delta over the stop", int64(0), delta)
+	cause := KillCause(exit, delta)
+	rec.Check("control: controller kill of sleep is not classified OOM", "stopped by controller", cause, kills.Value != nil && cause == "stopped by controller")
 	return nil
+}
+
+// oomKills is the oom_kill counter as last read across a stop.
+type oomKills struct {
+	// Value is the last value read; nil when no read succeeded.
+	Value *int64 `json:"value"`
+	// Source is "read after the exit receipt" or "last of <n> polls at
+	// <time> (then: <error>)" when the scope was gone by the receipt.
+	Source string `json:"source"`
+	// Reads counts successful polls.
+	Reads int `json:"reads"`
+}
+
+// oomWatch polls a scope's oom_kill counter until finish.
+type oomWatch struct {
+	fsys  fs.FS
+	scope observer.Scope
+	stop  chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	last  *int64
+	at    time.Time
+	reads int
+	err   error
+}
+
+// watchOOMKills starts polling scope's oom_kill every interval (the first
+// read is immediate).
+func watchOOMKills(fsys fs.FS, scope observer.Scope, interval time.Duration) *oomWatch {
+	w := &oomWatch{fsys: fsys, scope: scope, stop: make(chan struct{}), done: make(chan struct{})}
+	w.poll()
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				w.poll()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *oomWatch) poll() {
+	v, err := w.scope.OOMKills(w.fsys)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.err = err
+		return
+	}
+	w.last, w.at, w.reads, w.err = &v, time.Now().UTC(), w.reads+1, nil
+}
+
+// finish stops polling and reads once more: that read wins when the scope
+// is still there, otherwise the last polled value stands.
+func (w *oomWatch) finish() oomKills {
+	close(w.stop)
+	<-w.done
+	v, err := w.scope.OOMKills(w.fsys)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		return oomKills{Value: &v, Source: "read after the exit receipt", Reads: w.reads}
+	}
+	w.err = err
+	if w.last == nil {
+		return oomKills{Source: fmt.Sprintf("no successful read: %v", w.err), Reads: w.reads}
+	}
+	return oomKills{Value: w.last, Source: fmt.Sprintf("last of %d polls at %s (then: %v)", w.reads, w.at.Format(time.RFC3339Nano), w.err), Reads: w.reads}
 }
 
 // lastProgress returns the Done of the probe's last alloc progress line.
