@@ -250,6 +250,34 @@ func (o recordOwner) Destroy(context.Context) error {
 	return errors.New("record only: reconciliation found no resource")
 }
 
+// trackedOwner is the one cleanup owner a death case registers: it
+// reports the record of the latest owner set (a durable record read from
+// disk, then the recovered owner), so the runner's absence check covers the
+// sandbox from the first durable record on, also when the case fails early.
+type trackedOwner struct {
+	mu  sync.Mutex
+	cur sandboxapi.CleanupOwner
+}
+
+func (t *trackedOwner) set(o sandboxapi.CleanupOwner) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cur = o
+}
+
+func (t *trackedOwner) get() sandboxapi.CleanupOwner {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cur == nil {
+		return recordOwner{}
+	}
+	return t.cur
+}
+
+func (t *trackedOwner) RecoveryRecord() sandboxapi.RecoveryRecord { return t.get().RecoveryRecord() }
+func (t *trackedOwner) Stop(ctx context.Context) error            { return t.get().Stop(ctx) }
+func (t *trackedOwner) Destroy(ctx context.Context) error         { return t.get().Destroy(ctx) }
+
 // inspectRef inspects one resource by exact reference (read-only) and
 // returns its ID and, for a container, its state; ok is false when absent.
 func inspectRef(ctx context.Context, cli *client.Client, role sandboxapi.Role, ref string) (id, state string, ok bool, err error) {
@@ -397,6 +425,25 @@ func deathCase(ctx context.Context, env *Env, rec *Record, bin, cp string) (Deat
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	// Every return below must leave no child behind, blocked or not.
+	reaped := false
+	defer func() {
+		if !reaped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	// The runner checks the absence of whatever the latest durable record
+	// lists, from the first record read on.
+	owner := &trackedOwner{}
+	tracked := false
+	track := func(o sandboxapi.CleanupOwner) {
+		owner.set(o)
+		if !tracked {
+			rec.Track(owner)
+			tracked = true
+		}
+	}
 
 	// Wait for the marker (or the child's own end).
 	var marker ChildMarker
@@ -439,18 +486,22 @@ wait:
 	}
 	if blocked {
 		if last, err := sandboxapi.ReadRecoveryRecordFile(cfg.RecordFile); err == nil {
+			track(recordOwner{r: last})
 			id, state, err := computeState(cctx, env.Engine, last)
 			if err != nil {
 				return row, err
 			}
 			row.ComputeAtKill = state
 			if state == "running" {
-				if pid, err := observer.KeeperPID(cctx, env.Engine, id); err == nil {
-					if s, err := observer.Resolve(env.HostFS(), pid); err == nil {
+				pid, err := observer.KeeperPID(cctx, env.Engine, id)
+				if err == nil {
+					var s observer.Scope
+					if s, err = observer.Resolve(env.HostFS(), pid); err == nil {
 						scope = &s
-						snapshot("before kill")
+						checkReadable(rec, name("observer: \"before kill\" snapshot"), snapshot("before kill"))
 					}
 				}
+				rec.Check(name("observer: running compute's scope resolved"), "resolved", errText(err), err == nil)
 			}
 		}
 	}
@@ -459,6 +510,7 @@ wait:
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}
+	reaped = true
 	killed := false
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
@@ -474,6 +526,7 @@ wait:
 	if err != nil {
 		return row, fmt.Errorf("%s: read the last durable record: %w", cp, err)
 	}
+	track(recordOwner{r: last})
 	row.Durable = describeRecord(last)
 	rec.Observe(name("durable record at death"), last)
 
@@ -522,7 +575,7 @@ wait:
 	records := []sandboxapi.RecoveryRecord{last}
 	if out2.Owner != nil {
 		owner := out2.Owner
-		rec.Track(owner)
+		track(owner)
 		adv := owner.RecoveryRecord()
 		row.Advanced = !reflect.DeepEqual(adv, last)
 		rec.Equal(name("owner record advanced (a creating resource was found)"), wantAdvance, row.Advanced)
@@ -552,8 +605,6 @@ wait:
 		}
 		rec.Check(name("destroy by the recovered owner"), wantDestroy, row.Destroy,
 			derr == nil && wantKind != sandboxapi.ReconciliationUncertain || unc != nil && wantKind == sandboxapi.ReconciliationUncertain)
-	} else {
-		rec.Track(recordOwner{r: last})
 	}
 	left, err := leftovers(cctx, env.Engine, records...)
 	if err != nil {

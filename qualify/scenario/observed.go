@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,8 +75,19 @@ func startObservedWith(ctx context.Context, env *Env, rec *Record, name string, 
 	if o.scope, err = observer.Resolve(env.HostFS(), pid); err != nil {
 		return o, err
 	}
-	o.snap("before")
+	checkReadable(rec, name+": observer: \"before\" snapshot", o.snap("before"))
 	return o, nil
+}
+
+// checkReadable records a check that snap read every interface file: the
+// limits and counters a scenario compares against must be there, never
+// taken as unlimited because they were unreadable.
+func checkReadable(rec *Record, name string, snap observer.Snapshot) bool {
+	got := "no read errors"
+	if len(snap.Errors) > 0 {
+		got = fmt.Sprintf("%d read errors: %s", len(snap.Errors), strings.Join(snap.Errors, "; "))
+	}
+	return rec.Check(name+" read every file", "no read errors", got, len(snap.Errors) == 0)
 }
 
 // resourceID returns the identified Engine ID of owner's resource role.
