@@ -3,9 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
-	"time"
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/sandboxapi"
@@ -13,9 +11,9 @@ import (
 
 // PIDExhaustion spawns far more descendants than the policy's pids limit
 // (a fork bomb that stops at its first failure): spawning must fail with
-// EAGAIN inside below the cap, the observer must show pids.current at the
-// cap and pids.events max counted, and the host must stay responsive (a
-// host fork+exec completes within a second while the sandbox is at its cap).
+// EAGAIN inside below the cap, and the observer must show pids.current
+// within the cap and pids.events max counted. (A host fork+exec timed here
+// could not fail: a cgroup's pids cap of a few dozen never slows the host.)
 type PIDExhaustion struct{}
 
 // PIDParams are the pid-exhaustion params.
@@ -83,11 +81,7 @@ func (s PIDExhaustion) Run(ctx context.Context, env *Env, params map[string]any,
 	rec.Equal("spawn fails inside with", "EAGAIN", r.Errno)
 	rec.Check("descendants started below the cap", fmt.Sprintf("0 < n < %d", p.PIDs), r.Done, r.Done > 0 && r.Done < p.PIDs)
 
-	start := time.Now()
-	hostErr := exec.CommandContext(ctx, "/bin/true").Run()
-	hostLatency := time.Since(start)
 	during := o.snap("during")
-	rec.Check("host fork+exec while the sandbox is at its cap", "ok within 1s", fmt.Sprintf("%v in %s", errText(hostErr), hostLatency.Round(time.Millisecond)), hostErr == nil && hostLatency < time.Second)
 	// The cap was hit with the probe's own threads counted; once it
 	// exited its descendants remain.
 	cur := num(during.PidsCurrent)
