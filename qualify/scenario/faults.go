@@ -105,7 +105,9 @@ func (s LostEngineReplies) Run(ctx context.Context, env *Env, params map[string]
 	}
 	rec.Track(res)
 	if _, err := res.Start(ctx); err != nil {
-		stopAndDestroy(ctx, env.Policy, res)
+		stopErr, destroyErr := stopAndDestroy(ctx, env.Policy, res)
+		rec.CleanupError("remove: stop after the failed start", stopErr)
+		rec.CleanupError("remove: destroy after the failed start", destroyErr)
 		return fmt.Errorf("remove: start: %w", err)
 	}
 	computeID := resourceID(res, sandboxapi.RoleCompute)
