@@ -42,11 +42,17 @@ type Scenario interface {
 // Registry maps scenario names to scenarios.
 type Registry map[string]Scenario
 
-// Default returns the registry of every real scenario.
+// Default returns the registry of every real scenario. Each one ends with
+// CheckNamespaceLeftovers: a read-only list of Engine objects still
+// labelled with its namespace.
 func Default() Registry {
-	return NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{}, PIDExhaustion{}, TmpfsBounds{},
+	r := NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{}, PIDExhaustion{}, TmpfsBounds{},
 		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{}, LostEngineReplies{},
 		Transfer{}, ControllerDeath{})
+	for name, s := range r {
+		r[name] = leftoverChecked{s}
+	}
+	return r
 }
 
 // NewRegistry returns a registry of scenarios keyed by name.
@@ -94,7 +100,8 @@ type Env struct {
 	// Dir is the scenario's own canonical absolute output directory.
 	Dir string
 	// Engine is a client of the same Engine, used only for read-only
-	// inspection (absence checks); scenarios never mutate through it.
+	// inspection and lists (absence and leftover checks, admission's
+	// cross-check); scenarios never mutate through it.
 	Engine *client.Client
 	// Logf prints a progress detail line (stderr); it may be nil.
 	Logf func(format string, args ...any)
