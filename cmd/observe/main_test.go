@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -28,8 +29,18 @@ func TestObserveSignedUntilGone(t *testing.T) {
 	keys, out := t.TempDir(), filepath.Join(t.TempDir(), "obs")
 	_, pub, err := attest.GenerateKey(keys)
 	assert.NilError(t, err)
+	// A copy of a resolvable tree whose keeper and scope disappear while
+	// observe waits: it must see the scope resolve first, then go.
+	root := filepath.Join(t.TempDir(), "root")
+	assert.NilError(t, os.CopyFS(root, os.DirFS(trees+"v2-systemd")))
+	time.AfterFunc(300*time.Millisecond, func() {
+		scope, _ := filepath.Glob(filepath.Join(root, "sys/fs/cgroup/system.slice/docker-*.scope"))
+		for _, p := range append(scope, filepath.Join(root, "proc/4242")) {
+			os.RemoveAll(p)
+		}
+	})
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--root", trees + "v2-gone", "--pid", "4242", "--until-gone", "--timeout", "1s",
+	code := run(context.Background(), []string{"--root", root, "--pid", "4242", "--until-gone", "--timeout", "5s", "--interval", "100ms",
 		"--out", out, "--signing-key", filepath.Join(keys, attest.PrivateKeyFile)}, &stdout, &stderr)
 	assert.Equal(t, code, exitOK, stderr.String())
 	assert.Check(t, is.Contains(stdout.String(), "after cleanup: scope gone"))
@@ -45,6 +56,15 @@ func TestObserveSignedUntilGone(t *testing.T) {
 	stdout.Reset()
 	assert.Equal(t, run(context.Background(), []string{"verify", "--key", pub, out}, &stdout, &stderr), exitFailed)
 	assert.Check(t, is.Contains(stdout.String(), "observation.txt: sha256 mismatch"))
+}
+
+// The reviewer's reproduction: a tree whose scope cannot be resolved is an
+// error, never "gone".
+func TestObserveUnresolvableIsNotGone(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--root", trees + "v2-gone", "--pid", "4242", "--until-gone", "--timeout", "1s"}, &stdout, &stderr)
+	assert.Equal(t, code, exitResolve, stderr.String())
+	assert.Check(t, !strings.Contains(stdout.String(), "scope gone"))
 }
 
 func TestObserveOccupiedScopeFails(t *testing.T) {
