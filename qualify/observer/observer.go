@@ -11,7 +11,6 @@
 package observer
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
 
 // v1Unlimited is the v1 page counter's "no limit" (PAGE_COUNTER_MAX pages
@@ -225,22 +226,20 @@ func cgroupMounts(fsys fs.FS) map[string]mount {
 	if err != nil {
 		return out
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		sep := slices.Index(f, "-")
-		if sep < 0 || sep+3 >= len(f) || len(f) < 5 {
-			continue
-		}
-		m := mount{point: strings.TrimPrefix(unescape(f[4]), "/"), root: unescape(f[3])}
-		switch f[sep+1] {
+	entries, err := facts.ParseMountinfo(data)
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		m := mount{point: strings.TrimPrefix(e.MountPoint, "/"), root: e.Root}
+		switch e.FSType {
 		case "cgroup2":
 			// Keep the first: the unified mount of a hybrid host or the v2 root.
 			if _, ok := out[""]; !ok {
 				out[""] = m
 			}
 		case "cgroup":
-			for o := range strings.SplitSeq(f[sep+3], ",") {
+			for _, o := range e.SuperOptions {
 				if _, ok := out[o]; !ok && (slices.Contains(controllers, o) || o == "cpuacct") {
 					out[o] = m
 				}
@@ -248,25 +247,6 @@ func cgroupMounts(fsys fs.FS) map[string]mount {
 		}
 	}
 	return out
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Snapshot is one reading of a scope's interface files. Nil numbers are
