@@ -60,6 +60,7 @@ type OwnedStreams struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // broadcast on every state change
 	closed   bool       // after a failure or Close
+	failing  bool       // a failure is being reported: onFailure runs once
 	closeErr error      // what public streams return once closed
 	outBytes int64      // lifetime stdout+stderr bytes
 
@@ -215,9 +216,20 @@ func (s *OwnedStreams) failure() error {
 
 // fail shuts the streams down with err and calls onFailure, once.
 func (s *OwnedStreams) fail(err error) {
-	if s.shutdown(err) && s.onFailure != nil {
+	// onFailure runs before the streams close, so whoever observes the
+	// failure on a stream can rely on the backend having been told (the
+	// backend may itself Close the streams from onFailure).
+	s.mu.Lock()
+	if s.closed || s.failing {
+		s.mu.Unlock()
+		return
+	}
+	s.failing = true
+	s.mu.Unlock()
+	if s.onFailure != nil {
 		s.onFailure(err)
 	}
+	s.shutdown(err)
 }
 
 // shutdown reports whether it was the first to close the streams.
