@@ -87,6 +87,24 @@ func DefaultOutput(t time.Time) string {
 	return filepath.Join("reports", "runs", t.UTC().Format("20060102T150405Z"))
 }
 
+// CheckOutput reports whether dir could be used as a fresh output
+// directory (absent or empty) without creating it, so a caller can refuse
+// early and create it only once the run can start.
+func CheckOutput(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(abs)
+	switch {
+	case err == nil && len(entries) > 0:
+		return fmt.Errorf("output directory %s is not empty: give a fresh directory", abs)
+	case err == nil, errors.Is(err, os.ErrNotExist):
+		return nil
+	}
+	return err
+}
+
 // PrepareOutput creates dir (and parents) or accepts an existing empty
 // directory, and returns its canonical absolute path. A non-empty existing
 // directory is refused so evidence from two runs never mixes.

@@ -157,6 +157,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if out == "" {
 		out = qualify.DefaultOutput(time.Now())
 	}
+	if err := qualify.CheckOutput(out); err != nil {
+		fmt.Fprintf(stderr, "qualify: %v\n", err)
+		return exitUsage
+	}
 	cli, err := connect(ctx, m.Endpoint)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

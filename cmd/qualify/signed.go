@@ -68,14 +68,34 @@ func loadKeys(paths []string) ([]ed25519.PublicKey, error) {
 // verifyAny verifies dir against each key in turn and returns the first
 // success, or the failure against the last key.
 func verifyAny(ctx context.Context, dir string, keys []ed25519.PublicKey) (*evidence.Signed, error) {
-	var err error
+	// The report is judged by the key that signed it: a key whose
+	// signature does not verify only says "not mine", so its error is
+	// reported only when no key's signature verifies.
+	var first error
 	for _, k := range keys {
-		var s *evidence.Signed
-		if s, err = evidence.VerifyRun(ctx, dir, k); err == nil {
+		s, err := evidence.VerifyRun(ctx, dir, k)
+		if err == nil {
 			return s, nil
 		}
+		if !unsignedBy(err) {
+			return nil, err
+		}
+		if first == nil {
+			first = err
+		}
 	}
-	return nil, err
+	return nil, first
+}
+
+// unsignedBy reports whether err says only that the key's signature does
+// not verify the envelope.
+func unsignedBy(err error) bool {
+	var ve *attest.VerifyError
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 {
+		return false
+	}
+	p := ve.Problems[0]
+	return p.File == attest.EnvelopeFile && strings.HasPrefix(p.Problem, "signature: no signature by key")
 }
 
 // verifyLine is one directory's outcome for --json.

@@ -87,3 +87,27 @@ func TestMergeCommittedReports(t *testing.T) {
 	code = run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", strings.Join(scenario.Default().Names(), ",")}, full...), &stdout, &stderr)
 	assert.Equal(t, code, exitOK, stderr.String())
 }
+
+// With several trusted keys, a tampered report is judged by the key that
+// signed it, whatever the key order: the digest mismatch is reported, not
+// "no signature by key" of an unrelated key.
+func TestMergeReportsTheSignersProblem(t *testing.T) {
+	keys := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"keygen", "--out", keys}, &stdout, &stderr), exitOK)
+	other := filepath.Join(keys, "qualbox-ed25519.pub")
+	dir := filepath.Join(t.TempDir(), "report")
+	assert.NilError(t, os.CopyFS(dir, os.DirFS(committedReports(t)[0])))
+	path := filepath.Join(dir, "summary.md")
+	data, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	data[len(data)/2] ^= 1
+	assert.NilError(t, os.WriteFile(path, data, 0o644))
+	for _, order := range [][]string{{other, committedKey}, {committedKey, other}} {
+		stdout.Reset()
+		stderr.Reset()
+		code := run(context.Background(), []string{"merge", "--key", order[0], "--key", order[1], dir}, &stdout, &stderr)
+		assert.Equal(t, code, exitFailed)
+		assert.Check(t, is.Contains(stderr.String(), "summary.md: sha256 mismatch"), "keys %v: %s", order, stderr.String())
+	}
+}
