@@ -234,12 +234,7 @@ func testControllerDeath(t *testing.T, table *faultTable, checkpoints []string) 
 			if r.advanced {
 				assert.DeepEqual(t, readRecordFile(t, run.dir), d.latest())
 			}
-			left := leftovers(t, d.all()...)
-			row.found, row.detail = len(left), strings.Join(left, " ")
-			table.add(row)
-			if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
-				purge(t, left)
-			}
+			table.close(t, row, d.all()...)
 		})
 	}
 }

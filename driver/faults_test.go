@@ -70,6 +70,19 @@ func (ft *faultTable) add(r faultRow) {
 	ft.rows = append(ft.rows, r)
 }
 
+// close ends a fault point: it looks up every resource of records by exact
+// name and ID, records the row with what it found, requires zero and
+// removes by ID whatever a failing point left behind.
+func (ft *faultTable) close(t *testing.T, row faultRow, records ...sandboxapi.RecoveryRecord) {
+	t.Helper()
+	left := leftovers(t, records...)
+	row.found, row.detail = len(left), strings.Join(left, " ")
+	ft.add(row)
+	if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
+		purge(t, left)
+	}
+}
+
 func (ft *faultTable) render(t *testing.T) {
 	ft.mu.Lock()
 	defer ft.mu.Unlock()
@@ -634,12 +647,7 @@ func testLostReply(t *testing.T, table *faultTable, point string, rule faultprox
 		row.recovery = r.String()
 		p.SetRules()
 		lc.settle()
-		left := leftovers(t, append(d.all(), lc.res.RecoveryRecord())...)
-		row.found, row.detail = len(left), strings.Join(left, " ")
-		table.add(row)
-		if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
-			purge(t, left)
-		}
+		table.close(t, row, append(d.all(), lc.res.RecoveryRecord())...)
 	})
 }
 
@@ -664,12 +672,7 @@ func testPersistFailures(t *testing.T, table *faultTable, checkpoints []string) 
 				row.recovery = r.String()
 				d.heal()
 				lc.settle()
-				left := leftovers(t, append(d.all(), lc.res.RecoveryRecord())...)
-				row.found, row.detail = len(left), strings.Join(left, " ")
-				table.add(row)
-				if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
-					purge(t, left)
-				}
+				table.close(t, row, append(d.all(), lc.res.RecoveryRecord())...)
 			})
 		}
 	}
@@ -733,10 +736,5 @@ func testLateContainerCreate(t *testing.T, table *faultTable, role string, nth i
 	r := recoverFresh(t, &d)
 	row.recovery = r.String()
 	lc.settle()
-	left := leftovers(t, append(d.all(), lc.res.RecoveryRecord())...)
-	row.found, row.detail = len(left), strings.Join(left, " ")
-	table.add(row)
-	if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
-		purge(t, left)
-	}
+	table.close(t, row, append(d.all(), lc.res.RecoveryRecord())...)
 }

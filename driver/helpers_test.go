@@ -40,7 +40,13 @@ func newBackend(t *testing.T, mutate ...func(*driver.Config)) *driver.Backend {
 // leak check of its exact resources right away.
 func started(t *testing.T, b *driver.Backend, policy sandboxapi.Policy) sandboxapi.Sandbox {
 	t.Helper()
-	res, err := b.Reserve(sandboxapi.Request{Policy: policy}, sandboxapi.InProcess())
+	return startedWith(t, b, policy, sandboxapi.InProcess())
+}
+
+// startedWith is started under an explicit recovery policy.
+func startedWith(t *testing.T, b *driver.Backend, policy sandboxapi.Policy, recovery sandboxapi.RecoveryPolicy) sandboxapi.Sandbox {
+	t.Helper()
+	res, err := b.Reserve(sandboxapi.Request{Policy: policy}, recovery)
 	assert.NilError(t, err)
 	t.Cleanup(func() { destroyAndCheck(t, res) })
 	sb, err := res.Start(context.Background())

@@ -146,12 +146,7 @@ func testRemovalRaces(t *testing.T, table *faultTable) {
 			}
 			p.SetRules()
 			lc.settle()
-			left := leftovers(t, append(d.all(), lc.res.RecoveryRecord())...)
-			row.found, row.detail = len(left), strings.Join(left, " ")
-			table.add(row)
-			if !assert.Check(t, len(left) == 0, "left behind: %v", left) {
-				purge(t, left)
-			}
+			table.close(t, row, append(d.all(), lc.res.RecoveryRecord())...)
 		})
 	}
 }

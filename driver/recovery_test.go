@@ -35,14 +35,9 @@ func (s *store) latest() sandboxapi.RecoveryRecord {
 }
 
 func TestCheckpointsPrecedeEffects(t *testing.T) {
-	b := newBackend(t)
 	var st store
-	res, err := b.Reserve(sandboxapi.Request{Policy: enginetest.Policy()}, sandboxapi.Persisted(st.persist))
-	assert.NilError(t, err)
-	t.Cleanup(func() { destroyAndCheck(t, res) })
-	_, err = res.Start(context.Background())
-	assert.NilError(t, err)
-	assert.NilError(t, res.Destroy(context.Background()))
+	sb := startedWith(t, newBackend(t), enginetest.Policy(), sandboxapi.Persisted(st.persist))
+	assert.NilError(t, sb.Destroy(context.Background()))
 	// Every resource passes planned -> creating -> identified, and creating
 	// is persisted before identified (the create is dispatched in between).
 	for _, role := range []sandboxapi.Role{sandboxapi.RoleStorage, sandboxapi.RoleCompute, sandboxapi.RoleExport} {
@@ -69,13 +64,8 @@ func TestCheckpointsPrecedeEffects(t *testing.T) {
 }
 
 func TestReconcileFromAFreshBackend(t *testing.T) {
-	b := newBackend(t)
 	var st store
-	res, err := b.Reserve(sandboxapi.Request{Policy: enginetest.Policy()}, sandboxapi.Persisted(st.persist))
-	assert.NilError(t, err)
-	t.Cleanup(func() { destroyAndCheck(t, res) })
-	_, err = res.Start(context.Background())
-	assert.NilError(t, err)
+	startedWith(t, newBackend(t), enginetest.Policy(), sandboxapi.Persisted(st.persist))
 	running := st.latest()
 
 	// A fresh controller: a new Backend with the same configuration.
