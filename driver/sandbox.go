@@ -81,22 +81,6 @@ func (s *sandbox) Effective() sandboxapi.EffectivePolicy {
 // Workspace returns "/workspace/work".
 func (s *sandbox) Workspace() string { return WorkPath }
 
-// Policy returns the normalized policy the sandbox was reserved with.
-func (s *sandbox) Policy() sandboxapi.Policy { return s.policy }
-
-// ResourceIDs returns the Engine IDs of identified resources by role.
-func (s *sandbox) ResourceIDs() map[sandboxapi.Role]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[sandboxapi.Role]string{}
-	for _, r := range s.record.Resources {
-		if r.Identity.Kind == sandboxapi.IdentityIdentified {
-			out[r.Role] = r.Identity.ID
-		}
-	}
-	return out
-}
-
 func (s *sandbox) resource(role sandboxapi.Role) (sandboxapi.RecoveryResource, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
