@@ -50,6 +50,10 @@ type sandbox struct {
 	dispatched map[sandboxapi.Role]bool
 	// cleanupMu serializes Stop and Destroy.
 	cleanupMu sync.Mutex
+	// daemonVerified, guarded by cleanupMu, records that this Stop or
+	// Destroy call already repeated daemon admission: once per call, not
+	// once per removed resource.
+	daemonVerified bool
 }
 
 var (
@@ -447,6 +451,7 @@ func (s *sandbox) Stop(ctx context.Context) error {
 	defer cancel()
 	s.cleanupMu.Lock()
 	defer s.cleanupMu.Unlock()
+	s.daemonVerified = false
 	return s.stopLocked(ctx)
 }
 
@@ -469,6 +474,7 @@ func (s *sandbox) markShutdown() {
 func (s *sandbox) destroy(ctx context.Context) error {
 	s.cleanupMu.Lock()
 	defer s.cleanupMu.Unlock()
+	s.daemonVerified = false
 	if s.untouched() {
 		// Nothing was created. A record that reached verified authority
 		// still ends durably in destroyed, not in starting.
@@ -609,10 +615,10 @@ func (s *sandbox) removeRole(ctx context.Context, role sandboxapi.Role) error {
 
 // verifyDaemon repeats daemon admission and the identity check before a
 // cleanup effect: a changed profile or daemon keeps cleanup ownership but is
-// never acted on.
+// never acted on. Callers hold cleanupMu.
 func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
 	rec := s.RecoveryRecord()
-	if rec.Authority.Kind != sandboxapi.AuthorityVerified {
+	if rec.Authority.Kind != sandboxapi.AuthorityVerified || s.daemonVerified {
 		return nil
 	}
 	id, err := s.b.admitDaemon(ctx, eng)
@@ -622,6 +628,7 @@ func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
 	if id != rec.Authority.BackendIdentity {
 		return &sandboxapi.StateError{Message: fmt.Sprintf("Engine at %s is daemon %q, the record's resources belong to %q", eng.socket, id, rec.Authority.BackendIdentity)}
 	}
+	s.daemonVerified = true
 	return nil
 }
 
