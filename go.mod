@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/moby/moby/client v0.6.3
 	github.com/qualbox/qualbox/qualify v0.0.0
+	github.com/qualbox/qualbox/testbed v0.0.0
 	gotest.tools/v3 v3.5.2
 )
 
@@ -54,4 +55,5 @@ replace (
 	github.com/qualbox/qualbox/profiles => ./profiles
 	github.com/qualbox/qualbox/qualify => ./qualify
 	github.com/qualbox/qualbox/sandboxapi => ./sandboxapi
+	github.com/qualbox/qualbox/testbed => ./testbed
 )

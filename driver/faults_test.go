@@ -29,7 +29,7 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
-	"github.com/qualbox/qualbox/qualify/faultproxy"
+	"github.com/qualbox/qualbox/testbed/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

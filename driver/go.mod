@@ -38,7 +38,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
-	github.com/qualbox/qualbox/qualify v0.0.0
+	github.com/qualbox/qualbox/testbed v0.0.0
 	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.60.0 // indirect
 	go.opentelemetry.io/otel v1.35.0 // indirect
@@ -51,6 +51,6 @@ require (
 
 replace (
 	github.com/qualbox/qualbox/profiles => ../profiles
-	github.com/qualbox/qualbox/qualify => ../qualify
 	github.com/qualbox/qualbox/sandboxapi => ../sandboxapi
+	github.com/qualbox/qualbox/testbed => ../testbed
 )

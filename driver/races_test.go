@@ -12,7 +12,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
-	"github.com/qualbox/qualbox/qualify/faultproxy"
+	"github.com/qualbox/qualbox/testbed/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

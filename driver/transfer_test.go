@@ -17,9 +17,9 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/driver"
-	"github.com/qualbox/qualbox/driver/archive/archivetest"
+	"github.com/qualbox/qualbox/testbed/archivetest"
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
-	"github.com/qualbox/qualbox/qualify/faultproxy"
+	"github.com/qualbox/qualbox/testbed/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

@@ -5,12 +5,12 @@ go 1.26.0
 require (
 	github.com/containerd/errdefs v1.0.0
 	github.com/google/go-cmp v0.7.0
-	github.com/moby/moby/api v1.57.0
+	github.com/moby/moby/api v1.57.0 // indirect
 	github.com/moby/moby/client v0.6.3
 	github.com/olekukonko/tablewriter v1.1.5
-	github.com/opencontainers/image-spec v1.1.1
+	github.com/opencontainers/image-spec v1.1.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.6
-	golang.org/x/sys v0.50.0
+	golang.org/x/sys v0.50.0 // indirect
 	gotest.tools/v3 v3.5.2
 )
 
@@ -48,6 +48,7 @@ require (
 	github.com/qualbox/qualbox/driver v0.0.0
 	github.com/qualbox/qualbox/profiles v0.0.0
 	github.com/qualbox/qualbox/sandboxapi v0.0.0
+	github.com/qualbox/qualbox/testbed v0.0.0
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 )
 
@@ -55,4 +56,5 @@ replace (
 	github.com/qualbox/qualbox/driver => ../driver
 	github.com/qualbox/qualbox/profiles => ../profiles
 	github.com/qualbox/qualbox/sandboxapi => ../sandboxapi
+	github.com/qualbox/qualbox/testbed => ../testbed
 )

@@ -17,7 +17,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"github.com/qualbox/qualbox/driver/archive/archivetest"
+	"github.com/qualbox/qualbox/testbed/archivetest"
 )
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz/FuzzValidate from the crafted cases")

@@ -13,7 +13,7 @@ import (
 	"gotest.tools/v3/skip"
 
 	"github.com/qualbox/qualbox/driver"
-	"github.com/qualbox/qualbox/qualify/guest"
+	"github.com/qualbox/qualbox/testbed/guest"
 	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
 )

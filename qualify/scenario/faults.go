@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/qualbox/qualbox/driver"
-	"github.com/qualbox/qualbox/qualify/faultproxy"
+	"github.com/qualbox/qualbox/testbed/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

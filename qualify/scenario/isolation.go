@@ -11,7 +11,7 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/profiles"
-	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"github.com/qualbox/qualbox/testbed/guest/facts"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"github.com/qualbox/qualbox/testbed/guest/facts"
 	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/qualbox/qualbox/driver"
-	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"github.com/qualbox/qualbox/testbed/guest/facts"
 	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/qualbox/qualbox/qualify/guest/facts"
+	"github.com/qualbox/qualbox/testbed/guest/facts"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"github.com/qualbox/qualbox/driver"
-	"github.com/qualbox/qualbox/driver/archive/archivetest"
-	"github.com/qualbox/qualbox/qualify/faultproxy"
+	"github.com/qualbox/qualbox/testbed/archivetest"
+	"github.com/qualbox/qualbox/testbed/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

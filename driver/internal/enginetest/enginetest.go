@@ -12,7 +12,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/qualbox/qualbox/qualify/guest"
+	"github.com/qualbox/qualbox/testbed/guest"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 

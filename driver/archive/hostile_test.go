@@ -1,4 +1,4 @@
-package archivetest_test
+package archive_test
 
 import (
 	"archive/tar"
@@ -11,7 +11,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/driver/archive"
-	"github.com/qualbox/qualbox/driver/archive/archivetest"
+	"github.com/qualbox/qualbox/testbed/archivetest"
 )
 
 // Every hostile body is rejected by the validator itself, for its own
