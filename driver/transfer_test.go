@@ -17,10 +17,10 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/driver"
-	"github.com/qualbox/qualbox/testbed/archivetest"
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
+	"github.com/qualbox/qualbox/testbed/archivetest"
+	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 func transferer(t *testing.T, sb sandboxapi.Sandbox) sandboxapi.Transferer {

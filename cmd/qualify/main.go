@@ -53,9 +53,9 @@ import (
 
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
-	"github.com/qualbox/qualbox/testbed/guest"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
+	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 // Exit statuses.

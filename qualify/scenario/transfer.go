@@ -15,9 +15,9 @@ import (
 	"strings"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/sandboxapi"
 	"github.com/qualbox/qualbox/testbed/archivetest"
 	"github.com/qualbox/qualbox/testbed/faultproxy"
-	"github.com/qualbox/qualbox/sandboxapi"
 )
 
 // Transfer qualifies workspace transfer (seed README "Execution and files":
