@@ -111,6 +111,19 @@ func (c *checker) flag(name string, got bool) {
 	c.add(name, "true", strconv.FormatBool(got), got)
 }
 
+// securityOptionName returns the name field of one /info SecurityOptions
+// entry: "apparmor" for both "name=apparmor" (Engine 29.1.3) and
+// "name=apparmor,profile=default" (Moby v2 builds, docs/lanes.md lane C).
+// An entry without a name field returns "".
+func securityOptionName(opt string) string {
+	for _, kv := range strings.Split(opt, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == "name" {
+			return v
+		}
+	}
+	return ""
+}
+
 // apiVersion parses "1.41" into 1041; ok is false for anything else.
 func apiVersion(v string) (int, bool) {
 	m := regexp.MustCompile(`^(\d+)\.(\d+)$`).FindStringSubmatch(v)
@@ -212,7 +225,7 @@ func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config,
 		}
 	}
 	c.add("rootless/userns", "none in SecurityOptions", fmt.Sprintf("%q", userns), len(userns) == 0)
-	hasAppArmor := slices.Contains(sec, "name=apparmor")
+	hasAppArmor := slices.ContainsFunc(sec, func(o string) bool { return securityOptionName(o) == "apparmor" })
 	c.add("AppArmor", prof.AppArmor.Daemon, map[bool]string{true: "name=apparmor present", false: "name=apparmor absent"}[hasAppArmor],
 		hasAppArmor == (prof.AppArmor.Daemon == profiles.AppArmorEnabled))
 	seccompOK := false
