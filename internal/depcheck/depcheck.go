@@ -44,6 +44,10 @@ var Layering = []Rule{
 var TestOnly = []string{
 	Module + "/driver/internal/enginetest",
 	Module + "/testbed/containers",
+	// testcontainers-go starts test fixtures (testbed/guest run checks);
+	// its labels and lifecycle are fine for a fixture, never for a shipped
+	// binary.
+	"github.com/testcontainers/testcontainers-go",
 }
 
 // Package is one entry of `go list -test`: a package, or a test variant of

@@ -94,3 +94,17 @@ func TestCycleOnAcyclicGraph(t *testing.T) {
 	assert.Check(t, is.Nil(Cycle([]Edge{{"a", "b"}, {"b", "c"}, {"a", "c"}})))
 	assert.DeepEqual(t, Cycle([]Edge{{"a", "b"}, {"b", "c"}, {"c", "b"}}), []string{"b", "c", "b"})
 }
+
+// testcontainers-go may start test fixtures but never reach a non-test
+// package.
+func TestCheckPackagesKeepsTestcontainersInTests(t *testing.T) {
+	tc := "github.com/testcontainers/testcontainers-go"
+	pkgs := []Package{
+		{ImportPath: Module + "/testbed/guest", Test: true, Deps: []string{tc, tc + "/wait"}},
+		{ImportPath: Module + "/testbed/guest", Deps: []string{Module + "/testbed/guest/facts"}},
+		{ImportPath: Module + "/qualify/scenario", Deps: []string{tc + "/wait"}},
+	}
+	assert.DeepEqual(t, CheckPackages(pkgs, Layering, TestOnly), []string{
+		Module + "/qualify/scenario (non-test) depends on the test-only package " + tc,
+	})
+}
