@@ -1,5 +1,5 @@
 # qualbox: see README.md. Every target that needs a Docker Engine brings one
-# up first (scripts/engine.sh, lane A of shared/ENGINES.md).
+# up first (scripts/engine.sh, lane A of docs/lanes.md).
 GO      ?= go
 PKGS    := github.com/qualbox/qualbox/...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml

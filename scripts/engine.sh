@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Brings up the Docker Engine the tests and qualification runs need (lane A in
-# shared/ENGINES.md): Debian's docker.io at /var/run/docker.sock, plus Debian's
+# Brings up the Docker Engine the tests and qualification runs need (lane A,
+# docs/lanes.md#lane-a): Debian's docker.io at /var/run/docker.sock, plus Debian's
 # static busybox for the guest image. Idempotent; never restarts or
 # reconfigures an Engine that already answers.
 #
@@ -8,7 +8,7 @@
 #   scripts/engine.sh down   stop the Engine only if this script started it
 #   scripts/engine.sh status print whether the socket answers
 #
-# Lane B (shared/ENGINES.md): a current Moby Engine built from its Go module
+# Lane B (docs/lanes.md#lane-b): a current Moby Engine built from its Go module
 # beside lane A, with its own data root, exec root and socket.
 #
 #   scripts/engine.sh up-b | down-b | status-b
@@ -82,7 +82,7 @@ down() {
 	fi
 }
 
-# Lane B pins: the module versions ENGINES.md checked on this kind of host.
+# Lane B pins: the module versions docs/lanes.md#lane-b describes.
 MOBY_VERSION=v2.0.0-beta.24
 RUNC_VERSION=v1.3.4
 B_PREFIX=/opt/qualbox-moby
