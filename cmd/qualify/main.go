@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--output DIR] [--repeat N] [--parallel N] [--signing-key FILE] [--json] [--keep-image] [--verbose]
 //	qualify verify --key PUB [--json] DIR...
 //	qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
@@ -112,13 +112,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
+  qualify run --manifest FILE [--output DIR] [--repeat N] [--parallel N] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
   qualify verify --key PUB [--json] DIR...
   qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
   qualify keygen --out DIR
   qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--remove ID]
 `)
 }
+
+// Bounds of run's --repeat and --parallel: a campaign stays one readable
+// report, and concurrency stays below what one Engine serves well.
+const (
+	maxRepeat   = 1000
+	maxParallel = 16
+)
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("qualify run", flag.ContinueOnError)
@@ -130,11 +137,17 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("verbose", false, "print scenario detail lines on stderr")
 	signingKey := fs.String("signing-key", "", "ed25519 private key `file` (PEM PKCS#8, from qualify keygen) to sign the report with")
 	probe := fs.String("probe", "", "prebuilt static guest probe `binary` for `image: build` (default: compile it from this source tree)")
+	repeat := fs.Int("repeat", 1, "run the manifest's scenarios `N` times in one report; a scenario that fails some runs is flaky")
+	parallel := fs.Int("parallel", 1, "run up to `N` scenarios at once, each in its own namespace")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	if *manifestPath == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "qualify run: --manifest FILE is required and no positional arguments are allowed")
+		return exitUsage
+	}
+	if *repeat < 1 || *repeat > maxRepeat || *parallel < 1 || *parallel > maxParallel {
+		fmt.Fprintf(stderr, "qualify run: --repeat must be 1..%d and --parallel 1..%d, got %d and %d\n", maxRepeat, maxParallel, *repeat, *parallel)
 		return exitUsage
 	}
 	reg := scenario.Default()
@@ -171,6 +184,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := qualify.Config{
 		Manifest: m, Registry: reg, Engine: cli, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
+		Repeat: *repeat, Parallel: *parallel,
 	}
 	if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...")

@@ -19,12 +19,16 @@ const Schema = "qualbox.evidence.v1"
 // Kind is a scenario verdict kind.
 type Kind string
 
-// Verdict kinds (DESIGN.md "Qualification").
+// Verdict kinds (docs/qualification.md#evidence).
 const (
 	Passed        Kind = "passed"
 	Failed        Kind = "failed"
 	Skipped       Kind = "skipped"
 	NotApplicable Kind = "not_applicable"
+	// Flaky is a scenario of a repeated campaign whose runs did not all
+	// reach the same verdict (some failed, some did not): it fails the run
+	// and the gate like Failed (docs/qualification.md#gate).
+	Flaky Kind = "flaky"
 )
 
 // Verdict is {"kind":"passed"}, {"kind":"failed"}, {"kind":"skipped",
@@ -35,8 +39,8 @@ type Verdict struct {
 }
 
 // OK reports whether the verdict does not fail the run: passed, skipped and
-// not_applicable do.
-func (v Verdict) OK() bool { return v.Kind != Failed }
+// not_applicable do not; failed and flaky do.
+func (v Verdict) OK() bool { return v.Kind != Failed && v.Kind != Flaky }
 
 // String renders "passed" or "skipped (reason)".
 func (v Verdict) String() string {
@@ -98,6 +102,9 @@ type Scenario struct {
 	// Index is the 1-based position in the manifest.
 	Index int    `json:"index"`
 	Name  string `json:"name"`
+	// Repeat is the 1-based repetition of a campaign run with --repeat N > 1
+	// (Index then numbers every run of the campaign); 0 otherwise.
+	Repeat int `json:"repeat,omitempty"`
 	// Namespace is the scenario's own sandbox namespace.
 	Namespace string `json:"namespace"`
 	// Params are the manifest parameters as given.
@@ -173,6 +180,45 @@ type ScenarioSummary struct {
 	DurationMs int64   `json:"durationMs"`
 	// Detail is the first line of the failure, or the first failed check.
 	Detail string `json:"detail,omitempty"`
+	// Runs, in a campaign with --repeat N > 1, are the N runs of this
+	// manifest entry in order, and Passes counts those that passed; the
+	// summary's Verdict then combines them (CombineRuns). Empty otherwise.
+	Runs   []ScenarioRun `json:"runs,omitempty"`
+	Passes int           `json:"passes,omitempty"`
+}
+
+// ScenarioRun is one run of a manifest entry in a repeated campaign.
+type ScenarioRun struct {
+	Repeat int `json:"repeat"`
+	// Index and Dir are the run's scenario evidence (<Dir>/evidence.json).
+	Index      int     `json:"index"`
+	Dir        string  `json:"dir"`
+	Verdict    Verdict `json:"verdict"`
+	Checks     int     `json:"checks"`
+	Passed     int     `json:"checksPassed"`
+	DurationMs int64   `json:"durationMs"`
+	Detail     string  `json:"detail,omitempty"`
+}
+
+// Campaign says how the scenarios of a run were executed.
+type Campaign struct {
+	// Repeat is how many times the manifest's scenarios ran (>= 1).
+	Repeat int `json:"repeat"`
+	// Parallel is the most scenarios that ran at once (>= 1).
+	Parallel int `json:"parallel"`
+	// Rounds are the repetitions in order, each with the order in which its
+	// scenarios started.
+	Rounds []CampaignRound `json:"rounds"`
+}
+
+// CampaignRound is one repetition of the manifest's scenarios.
+type CampaignRound struct {
+	Repeat int `json:"repeat"`
+	// Order lists the scenario directories in the order they started.
+	Order []string `json:"order"`
+	// Exclusive lists the directories that ran alone because their
+	// scenario shares something with others (scenario.Exclusive).
+	Exclusive []string `json:"exclusive,omitempty"`
 }
 
 // Run is the run-level evidence (<output>/evidence.json).
@@ -194,6 +240,9 @@ type Run struct {
 	// Interrupted is set when a signal cancelled the run.
 	Interrupted bool              `json:"interrupted,omitempty"`
 	Scenarios   []ScenarioSummary `json:"scenarios"`
+	// Campaign says how the scenarios ran (repeat count, parallelism and
+	// per-round order); nil for a plain sequential run of each once.
+	Campaign *Campaign `json:"campaign,omitempty"`
 	// Verdict is failed when any scenario failed, passed otherwise.
 	Verdict Verdict `json:"verdict"`
 	Timing  Timing  `json:"timing"`

@@ -36,7 +36,7 @@ type MatrixColumn struct {
 }
 
 // Cell combines one scenario's verdicts from the reports of one column:
-// failed when any failed, else passed when any passed, else the first
+// failed when any failed, else flaky when any was flaky, else passed when any passed, else the first
 // skipped/not_applicable verdict; Kind is empty when no report ran it.
 type Cell struct {
 	Kind   Kind   `json:"kind,omitempty"`
@@ -102,7 +102,9 @@ func combine(vs []Verdict) Cell {
 			c.Passed++
 		}
 	}
-	for _, want := range []Kind{Failed, Passed} {
+	// Flaky (a repeated campaign's scenario that failed some runs) ranks
+	// with failed: it never counts as passed, so Gate refuses it.
+	for _, want := range []Kind{Failed, Flaky, Passed} {
 		if i := slices.IndexFunc(vs, func(v Verdict) bool { return v.Kind == want }); i >= 0 {
 			c.Kind, c.Reason = want, vs[i].Reason
 			return c

@@ -317,6 +317,11 @@ func (Cancellation) Name() string { return "cancellation" }
 // Validate accepts no params.
 func (Cancellation) Validate(params map[string]any) error { return noParams(params) }
 
+// Exclusive says why cancellation runs alone under --parallel.
+func (Cancellation) Exclusive() string {
+	return "it bounds how promptly a cancelled wait returns (2 s); concurrent scenarios' load would decide that bound"
+}
+
 // Run cancels a wait, then a start.
 func (s Cancellation) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
 	if err := func() error {

@@ -1,0 +1,150 @@
+package qualify_test
+
+import (
+	"context"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/evidence"
+)
+
+// A scenario that records no check cannot pass: it proved nothing.
+func TestRunNoChecksIsFailed(t *testing.T) {
+	cfg, out := fakeRun(t, fake{}, "nochecks", "pass")
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, run.Scenarios[0].Verdict, evidence.Verdict{Kind: evidence.Failed, Reason: evidence.NoChecksReason})
+	assert.Equal(t, run.Scenarios[1].Verdict.Kind, evidence.Passed)
+	assert.Equal(t, run.Verdict.Kind, evidence.Failed)
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
+	assert.Equal(t, len(ev.Checks), 0)
+	assert.Equal(t, ev.Verdict.Kind, evidence.Failed)
+}
+
+func TestScenarioVerdict(t *testing.T) {
+	ok := evidence.Check{Name: "a", OK: true}
+	skip := &evidence.Verdict{Kind: evidence.Skipped, Reason: "needs v2"}
+	for _, tc := range []struct {
+		name     string
+		s        evidence.Scenario
+		explicit *evidence.Verdict
+		want     evidence.Verdict
+	}{
+		{"no checks", evidence.Scenario{}, nil, evidence.Verdict{Kind: evidence.Failed, Reason: evidence.NoChecksReason}},
+		{"one passed check", evidence.Scenario{Checks: []evidence.Check{ok}}, nil, evidence.Verdict{Kind: evidence.Passed}},
+		{"skipped without checks", evidence.Scenario{}, skip, *skip},
+		{"failed check beats skip", evidence.Scenario{Checks: []evidence.Check{{Name: "b"}}}, skip, evidence.Verdict{Kind: evidence.Failed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.DeepEqual(t, evidence.ScenarioVerdict(&tc.s, tc.explicit, false), tc.want)
+		})
+	}
+}
+
+// --repeat runs every entry N times in one report: one directory and
+// namespace per run, per-scenario pass counts, and a scenario that failed
+// some runs is flaky, which fails the run and the gate.
+func TestRunRepeatCountsPassesAndFlakes(t *testing.T) {
+	f := fake{calls: new(atomic.Int64)}
+	cfg, out := fakeRun(t, f, "pass", "flaky", "fail-check")
+	cfg.Repeat = 4
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	assert.Equal(t, len(run.Scenarios), 3)
+	want := []struct {
+		kind   evidence.Kind
+		passes int
+	}{{evidence.Passed, 4}, {evidence.Flaky, 2}, {evidence.Failed, 0}}
+	for i, w := range want {
+		s := run.Scenarios[i]
+		assert.Check(t, is.Equal(s.Verdict.Kind, w.kind), "%d: %s", i, s.Verdict)
+		assert.Check(t, is.Equal(s.Passes, w.passes), "%d", i)
+		assert.Check(t, is.Len(s.Runs, 4))
+	}
+	assert.Equal(t, run.Scenarios[1].Verdict.Reason, "passed 2 of 4")
+	assert.Check(t, is.Contains(run.Scenarios[1].Detail, "passed 2/4; first failure, run 1: even call: want 0, got 1"))
+	assert.Equal(t, run.Verdict.Kind, evidence.Failed)
+	assert.Equal(t, qualify.ExitCode(run), 1)
+
+	assert.Assert(t, run.Campaign != nil)
+	assert.Equal(t, run.Campaign.Repeat, 4)
+	assert.Equal(t, run.Campaign.Parallel, 1)
+	assert.Equal(t, len(run.Campaign.Rounds), 4)
+	assert.DeepEqual(t, run.Campaign.Rounds[1].Order, []string{"04-fake", "05-fake", "06-fake"})
+
+	// Every run has its own evidence, index and namespace.
+	namespaces := map[string]bool{}
+	for k := 1; k <= 12; k++ {
+		ev := readJSON[evidence.Scenario](t, filepath.Join(out, run.Scenarios[(k-1)%3].Runs[(k-1)/3].Dir, "evidence.json"))
+		assert.Equal(t, ev.Index, k)
+		assert.Equal(t, ev.Repeat, (k-1)/3+1)
+		assert.Check(t, !namespaces[ev.Namespace], "namespace %s reused", ev.Namespace)
+		namespaces[ev.Namespace] = true
+	}
+
+	// JUnit has one testcase per run; the flaky runs that failed are failures.
+	var junit struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, "junit.xml"))
+	assert.NilError(t, err)
+	assert.NilError(t, xml.Unmarshal(data, &junit))
+	assert.Equal(t, junit.Tests, 12)
+	assert.Equal(t, junit.Failures, 6)
+
+	// The gate refuses a flaky scenario even though it passed some runs.
+	f = fake{calls: new(atomic.Int64)}
+	cfg, out = fakeRun(t, f, "flaky")
+	cfg.Repeat = 2
+	run, err = qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	m := evidence.Merge([]*evidence.Signed{{Dir: out, Run: run, Predicate: evidence.PredicateOf(run)}})
+	assert.Equal(t, m.Cells[0][0].Kind, evidence.Flaky)
+	assert.DeepEqual(t, m.Gate([]string{"fake"}), []string{
+		"T1: report " + out + ": run verdict failed",
+		"T1: fake: flaky (passed 1 of 2)",
+	})
+}
+
+// --parallel runs scenarios of a round concurrently, each in its own
+// directory and namespace, with the same evidence as one at a time.
+func TestRunParallel(t *testing.T) {
+	f := fake{running: new(atomic.Int64), most: new(atomic.Int64)}
+	cfg, out := fakeRun(t, f, "slow", "slow", "slow", "slow", "fail-check", "slow")
+	cfg.Parallel = 3
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	assert.Check(t, f.most.Load() >= 2, "at most %d ran at once", f.most.Load())
+	assert.Check(t, f.most.Load() <= 3, "%d ran at once", f.most.Load())
+	assert.Equal(t, len(run.Scenarios), 6)
+	for i, s := range run.Scenarios {
+		assert.Equal(t, s.Index, i+1)
+		want := evidence.Passed
+		if i == 4 {
+			want = evidence.Failed
+		}
+		assert.Check(t, is.Equal(s.Verdict.Kind, want), "%d", i)
+		ev := readJSON[evidence.Scenario](t, filepath.Join(out, s.Dir, "evidence.json"))
+		assert.Equal(t, ev.Index, i+1)
+		assert.Equal(t, len(ev.Checks), len(readJSON[evidence.Scenario](t, filepath.Join(out, run.Scenarios[0].Dir, "evidence.json")).Checks)+boolInt(i == 4))
+	}
+	assert.Assert(t, run.Campaign != nil)
+	assert.Equal(t, run.Campaign.Parallel, 3)
+	assert.Equal(t, run.Campaign.Repeat, 1)
+	assert.Equal(t, len(run.Campaign.Rounds[0].Order), 6)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
