@@ -354,7 +354,6 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 	return ev
 }
 
-
 // detail is the one-line reason shown in the table for a scenario.
 func detail(ev *evidence.Scenario) string {
 	if ev.Failure != "" {
