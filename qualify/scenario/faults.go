@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +20,12 @@ import (
 // name and remove it. Case "remove": the reply to the compute removal is
 // lost, so stop fails; a retried stop and destroy must succeed. Afterwards
 // every resource is absent (the runner checks by exact ID or name).
-type LostEngineReplies struct{}
+type LostEngineReplies struct {
+	// CreateFault is the fault put on the compute create; nil is
+	// faultproxy.DropReply. Negative tests give faultproxy.DropRequest (the
+	// Engine never handled the request), which the scenario must fail.
+	CreateFault func(faultproxy.Match) faultproxy.Rule
+}
 
 // Name returns "lost-engine-replies".
 func (LostEngineReplies) Name() string { return "lost-engine-replies" }
@@ -62,7 +68,11 @@ func proxied(env *Env, name string, rules ...faultproxy.Rule) (*driver.Backend, 
 // Run executes both cases.
 func (s LostEngineReplies) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
 	if err := func() error {
-		b, p, done, err := proxied(env, "create", faultproxy.DropReply(faultproxy.Request("POST", `/containers/create`).Nth(1)))
+		fault := s.CreateFault
+		if fault == nil {
+			fault = faultproxy.DropReply
+		}
+		b, p, done, err := proxied(env, "create", fault(faultproxy.Request("POST", `/containers/create`).Nth(1)))
 		if err != nil {
 			return err
 		}
@@ -86,6 +96,21 @@ func (s LostEngineReplies) Run(ctx context.Context, env *Env, params map[string]
 		rec.Check("create: compute identity after the lost reply", "creating|identified", string(compute.Identity.Kind),
 			compute.Identity.Kind == sandboxapi.IdentityCreating || compute.Identity.Kind == sandboxapi.IdentityIdentified)
 		rec.Equal("create: the fault fired once", 1, len(p.Fired()))
+		// The reply was lost, not the request: the Engine holds the compute
+		// by its exact planned name, so destroy below has something to find.
+		if env.Engine == nil {
+			return errors.New("create: no Engine client to look up the compute by its planned name")
+		}
+		cctx, cancel := cleanupContext(ctx, env.Policy)
+		_, state, found, ierr := inspectRef(cctx, env.Engine, sandboxapi.RoleCompute, compute.Name)
+		cancel()
+		if ierr != nil {
+			return ierr
+		}
+		if !found {
+			state = "absent"
+		}
+		rec.Check("create: the Engine holds the compute the lost reply announced (by its planned name)", "present", state, found)
 		stopErr, destroyErr := stopAndDestroy(ctx, env.Policy, res)
 		rec.Check("create: stop", "nil", errText(stopErr), stopErr == nil)
 		rec.Check("create: destroy removes the created compute by its exact name", "nil", errText(destroyErr), destroyErr == nil)

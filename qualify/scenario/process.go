@@ -101,7 +101,12 @@ func containsInt(s []int, v int) bool {
 // cannot reach a TCP listener on the host's address; outbound is attached
 // to the sandbox's own private bridge network (lo plus one interface, the
 // network is a bridge created for this sandbox, not the default one).
-type NetworkIsolation struct{}
+type NetworkIsolation struct {
+	// Listen opens the host listener the sandboxes try to reach; nil is
+	// net.Listen. Negative tests give one that is not running, which the
+	// outbound case must catch.
+	Listen func(network, address string) (net.Listener, error)
+}
 
 // Name returns "network-isolation".
 func (NetworkIsolation) Name() string { return "network-isolation" }
@@ -129,7 +134,11 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	listen := s.Listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return fmt.Errorf("host listener: %w", err)
 	}
