@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
+	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
 // A scenario that records no check cannot pass: it proved nothing.
@@ -112,6 +115,40 @@ func TestRunRepeatCountsPassesAndFlakes(t *testing.T) {
 		"T1: report " + out + ": run verdict failed",
 		"T1: fake: flaky (passed 1 of 2)",
 	})
+}
+
+// solo is a scenario that must run alone: it checks that no "slow" fake
+// runs beside it.
+type solo struct{ f fake }
+
+func (solo) Name() string                         { return "solo" }
+func (solo) Validate(params map[string]any) error { return scenario.DecodeParams(params, &struct{}{}) }
+func (solo) Exclusive() string                    { return "it must run alone" }
+
+func (s solo) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
+	rec.Equal("no other scenario runs beside it", int64(0), s.f.running.Load())
+	time.Sleep(100 * time.Millisecond)
+	rec.Equal("none started while it ran", int64(0), s.f.running.Load())
+	return nil
+}
+
+// An Exclusive scenario waits for the running ones and runs alone.
+func TestRunParallelExclusive(t *testing.T) {
+	f := fake{running: new(atomic.Int64), most: new(atomic.Int64)}
+	cfg, _ := fakeRun(t, f, "slow", "slow", "slow")
+	reg := scenario.NewRegistry(f, solo{f})
+	cfg.Registry = reg
+	solo := manifest.Entry{Name: "solo", Params: map[string]any{}}
+	m := *cfg.Manifest
+	m.Scenarios = []manifest.Entry{m.Scenarios[0], m.Scenarios[1], solo, m.Scenarios[2], solo}
+	cfg.Manifest, cfg.Parallel = &m, 3
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	for _, s := range run.Scenarios {
+		assert.Check(t, is.Equal(s.Verdict.Kind, evidence.Passed), "%s: %s", s.Dir, s.Detail)
+	}
+	assert.DeepEqual(t, run.Campaign.Rounds[0].Exclusive, []string{"03-solo", "05-solo"})
+	assert.DeepEqual(t, run.Campaign.Rounds[0].Order[2:], []string{"03-solo", "04-fake", "05-solo"})
 }
 
 // --parallel runs scenarios of a round concurrently, each in its own
