@@ -13,6 +13,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
@@ -103,13 +104,28 @@ func TestRunRepeatCountsPassesAndFlakes(t *testing.T) {
 	assert.Equal(t, junit.Tests, 12)
 	assert.Equal(t, junit.Failures, 6)
 
-	// The gate refuses a flaky scenario even though it passed some runs.
+	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	assert.NilError(t, err)
+	assert.Check(t, is.Contains(string(summary), "- Campaign: repeat 4, parallel 1"))
+
+	// The gate refuses a flaky scenario even though it passed some runs;
+	// the signed report verifies.
 	f = fake{calls: new(atomic.Int64)}
 	cfg, out = fakeRun(t, f, "flaky")
 	cfg.Repeat = 2
+	keys := t.TempDir()
+	_, pubPath, err := attest.GenerateKey(keys)
+	assert.NilError(t, err)
+	cfg.SigningKey, err = attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
+	assert.NilError(t, err)
 	run, err = qualify.Run(context.Background(), cfg)
 	assert.NilError(t, err)
-	m := evidence.Merge([]*evidence.Signed{{Dir: out, Run: run, Predicate: evidence.PredicateOf(run)}})
+	pub, err := attest.LoadPublicKey(pubPath)
+	assert.NilError(t, err)
+	signed, err := evidence.VerifyRun(context.Background(), out, pub)
+	assert.NilError(t, err)
+	assert.Equal(t, signed.Predicate.Scenarios[0].Verdict.Kind, evidence.Flaky)
+	m := evidence.Merge([]*evidence.Signed{signed})
 	assert.Equal(t, m.Cells[0][0].Kind, evidence.Flaky)
 	assert.DeepEqual(t, m.Gate([]string{"fake"}), []string{
 		"T1: report " + out + ": run verdict failed",

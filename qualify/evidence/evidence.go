@@ -8,6 +8,7 @@ package evidence
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/qualbox/qualbox/driver"
@@ -209,6 +210,11 @@ type Campaign struct {
 	// Rounds are the repetitions in order, each with the order in which its
 	// scenarios started.
 	Rounds []CampaignRound `json:"rounds"`
+}
+
+// String renders "repeat 20, parallel 1".
+func (c *Campaign) String() string {
+	return fmt.Sprintf("repeat %d, parallel %d", c.Repeat, c.Parallel)
 }
 
 // CampaignRound is one repetition of the manifest's scenarios.

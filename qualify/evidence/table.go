@@ -69,6 +69,9 @@ func Table(w io.Writer, r *Run) error {
 	for _, l := range TupleOf(r).Lines() {
 		fmt.Fprintf(&buf, "%s\n", l)
 	}
+	if c := r.Campaign; c != nil {
+		fmt.Fprintf(&buf, "Campaign: %s\n", c)
+	}
 	if err := renderTable(&buf, r); err != nil {
 		return err
 	}
@@ -92,6 +95,9 @@ func Markdown(r *Run) ([]byte, error) {
 	fmt.Fprintf(&buf, "- Tuple: %s\n", TupleOf(r).Label())
 	fmt.Fprintf(&buf, "- Image: `%s` (%s)\n", r.Image.ID, r.Image.Source)
 	fmt.Fprintf(&buf, "- Time: %s to %s (%s)\n", r.Timing.Start.Format(time.RFC3339), r.Timing.End.Format(time.RFC3339), FormatDuration(r.Timing.Duration()))
+	if c := r.Campaign; c != nil {
+		fmt.Fprintf(&buf, "- Campaign: %s (each round's start order is in evidence.json)\n", c)
+	}
 	if r.Interrupted {
 		fmt.Fprintf(&buf, "- Interrupted: the run was cancelled by a signal\n")
 	}
