@@ -120,6 +120,7 @@ func TestRunRepeatCountsPassesAndFlakes(t *testing.T) {
 	assert.NilError(t, err)
 	run, err = qualify.Run(context.Background(), cfg)
 	assert.NilError(t, err)
+	assert.Equal(t, run.Scenarios[0].Passes, 1)
 	pub, err := attest.LoadPublicKey(pubPath)
 	assert.NilError(t, err)
 	signed, err := evidence.VerifyRun(context.Background(), out, pub)

@@ -372,7 +372,7 @@ func TestNegativeLostEngineReplies(t *testing.T) {
 	runLie(t, lie{
 		scenario: "lost-engine-replies",
 		variant:  scenario.LostEngineReplies{CreateFault: faultproxy.DropRequest},
-		check:    regexp.MustCompile(`^create: the Engine holds the compute the lost reply announced \(by its planned name\)$`),
+		check:    regexp.MustCompile(`^create: the Engine answered the create whose reply was lost \(status the proxy read\)$`),
 	})
 }
 
