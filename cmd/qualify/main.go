@@ -179,7 +179,13 @@ table (or --json) to stdout.
 
 The Engine is the manifest's endpoint: DOCKER_HOST and docker contexts are
 ignored on purpose. When the manifest says "image: build" the guest image
-is built first and exactly that image is removed at the end.`
+is built first and exactly that image is removed at the end.
+
+With --repeat N every scenario runs N times in the one report; a scenario
+that passed some runs and failed others is flaky, which fails the run and
+the gate. With --parallel N up to N scenarios run at once, each in its own
+namespace; one whose bounds need a quiet host runs alone. The report
+records the repeat count, the parallelism and each round's start order.`
 	fs := c.Flags
 	manifestPath := fs.String("manifest", "", "manifest `FILE` (YAML)")
 	output := fs.String("output", "", "fresh output `DIR` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
