@@ -57,7 +57,7 @@ func (s ExactCleanup) Run(ctx context.Context, env *Env, params map[string]any, 
 }
 
 // UnsupportedQuota requests a workspace disk quota, which no Docker
-// backend offers (seed: unsupported-quota rejection): Reserve must fail
+// backend offers (docs/qualification.md#scenarios): Reserve must fail
 // synchronously with *sandboxapi.UnsupportedError naming the field, before
 // any Engine effect, and Support must say the quota is unsupported.
 type UnsupportedQuota struct {

@@ -13,7 +13,7 @@ import (
 
 // LostEngineReplies puts a scenario-owned Unix socket proxy between the
 // driver and the Engine that forwards a request and drops the Engine's
-// reply (seed: lost Engine replies). Case "create": the compute create
+// reply (docs/contract.md#recovery). Case "create": the compute create
 // lands but its reply is lost, so Start fails and the record keeps the
 // compute in "creating"; destroy must still find it by its exact planned
 // name and remove it. Case "remove": the reply to the compute removal is

@@ -23,7 +23,7 @@ import (
 func noParams(params map[string]any) error { return DecodeParams(params, &struct{}{}) }
 
 // DescendantContainment starts descendants in their own sessions that
-// outlive the process leader (seed: descendant containment). After the
+// outlive the process leader (docs/contract.md#processes-and-streams). After the
 // leader exits they must still run inside the scope; after stop they must
 // be gone from the host with the scope.
 type DescendantContainment struct{}
