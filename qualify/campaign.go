@@ -38,8 +38,9 @@ type campaign struct {
 
 // runCampaign runs every manifest entry cfg.Repeat times (at least once),
 // up to cfg.Parallel at a time within a repetition, and fills
-// run.Scenarios (and run.Campaign when it repeated or ran in parallel). It
-// returns the scenario evidence that was written, in campaign order. A
+// run.Scenarios with every run in campaign order (and run.Campaign, with
+// each entry's tally when repeated, when it repeated or ran in
+// parallel). It returns the scenario evidence that was written, in campaign order. A
 // scenario that implements scenario.Exclusive waits for the running ones
 // and runs alone. After ctx is cancelled nothing new starts; what did not
 // start is listed as skipped ("not run: interrupted").
@@ -109,40 +110,28 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 	if repeat > 1 || parallel > 1 {
 		run.Campaign = &evidence.Campaign{Repeat: repeat, Parallel: parallel, Rounds: rounds}
 	}
-	if repeat == 1 {
-		for _, s := range c.sums {
-			run.Scenarios = append(run.Scenarios, *s)
-		}
-		return written, nil
+	for _, s := range c.sums {
+		run.Scenarios = append(run.Scenarios, *s)
 	}
-	for i, e := range m.Scenarios {
-		sum := evidence.ScenarioSummary{Index: i + 1, Name: e.Name}
-		var runs []evidence.ScenarioRun
-		first := ""
-		for r := 1; r <= repeat; r++ {
-			s := c.sums[(r-1)*n+i]
-			if s.Dir == "" {
-				continue // not run: interrupted
+	if repeat > 1 {
+		// Tally each manifest entry over its runs.
+		for i, e := range m.Scenarios {
+			t := evidence.CampaignScenario{Index: i + 1, Name: e.Name}
+			var verdicts []evidence.Verdict
+			for r := 0; r < repeat; r++ {
+				s := c.sums[r*n+i]
+				if s.Dir == "" {
+					continue // not run: interrupted
+				}
+				t.Runs++
+				if s.Verdict.Kind == evidence.Passed {
+					t.Passes++
+				}
+				verdicts = append(verdicts, s.Verdict)
 			}
-			runs = append(runs, evidence.ScenarioRun{Repeat: r, Index: s.Index, Dir: s.Dir, Verdict: s.Verdict,
-				Checks: s.Checks, Passed: s.Passed, DurationMs: s.DurationMs, Detail: s.Detail})
-			sum.Checks += s.Checks
-			sum.Passed += s.Passed
-			sum.DurationMs += s.DurationMs
-			if s.Verdict.Kind == evidence.Passed {
-				sum.Passes++
-			}
-			if first == "" && !s.Verdict.OK() {
-				first = fmt.Sprintf("; first failure, run %d: %s", r, s.Detail)
-			}
+			t.Verdict = evidence.CombineRuns(verdicts)
+			run.Campaign.Scenarios = append(run.Campaign.Scenarios, t)
 		}
-		sum.Runs = runs
-		sum.Detail = fmt.Sprintf("passed %d/%d%s", sum.Passes, len(runs), first)
-		sum.Verdict = evidence.CombineRuns(runs)
-		if len(runs) == 0 {
-			sum.Verdict = evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}
-		}
-		run.Scenarios = append(run.Scenarios, sum)
 	}
 	return written, nil
 }
@@ -164,6 +153,9 @@ func (c *campaign) label(j job) string {
 // notRun records j as skipped because the run was interrupted first.
 func (c *campaign) notRun(j job) {
 	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Verdict: evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}}
+	if c.cfg.Repeat > 1 {
+		sum.Repeat = j.r
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.run.Interrupted = true
@@ -212,7 +204,7 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 		return
 	}
 	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Dir: dirName, Verdict: ev.Verdict, Checks: len(ev.Checks),
-		Passed: ev.PassedChecks(), DurationMs: ev.Timing.DurationMs, Detail: detail(ev)}
+		Passed: ev.PassedChecks(), DurationMs: ev.Timing.DurationMs, Detail: detail(ev), Repeat: ev.Repeat}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ctx.Err() != nil && ev.Verdict.Kind == evidence.Failed {

@@ -348,6 +348,9 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 		ev.Failure = "interrupted: " + context.Cause(ctx).Error()
 	case failure != nil:
 		ev.Failure = failure.Error()
+	case len(ev.Checks) == 0 && snap.Verdict == nil:
+		// A scenario that checked nothing proved nothing: it cannot pass.
+		ev.Failure = evidence.NoChecksReason
 	}
 	ev.Verdict = evidence.ScenarioVerdict(ev, snap.Verdict, interrupted)
 	ev.Timing = evidence.NewTiming(start, time.Now())

@@ -181,24 +181,10 @@ type ScenarioSummary struct {
 	DurationMs int64   `json:"durationMs"`
 	// Detail is the first line of the failure, or the first failed check.
 	Detail string `json:"detail,omitempty"`
-	// Runs, in a campaign with --repeat N > 1, are the N runs of this
-	// manifest entry in order, and Passes counts those that passed; the
-	// summary's Verdict then combines them (CombineRuns). Empty otherwise.
-	Runs   []ScenarioRun `json:"runs,omitempty"`
-	Passes int           `json:"passes,omitempty"`
-}
-
-// ScenarioRun is one run of a manifest entry in a repeated campaign.
-type ScenarioRun struct {
-	Repeat int `json:"repeat"`
-	// Index and Dir are the run's scenario evidence (<Dir>/evidence.json).
-	Index      int     `json:"index"`
-	Dir        string  `json:"dir"`
-	Verdict    Verdict `json:"verdict"`
-	Checks     int     `json:"checks"`
-	Passed     int     `json:"checksPassed"`
-	DurationMs int64   `json:"durationMs"`
-	Detail     string  `json:"detail,omitempty"`
+	// Repeat is the 1-based repetition of a campaign run with --repeat
+	// N > 1, whose Scenarios list every run of every manifest entry; 0
+	// otherwise.
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // Campaign says how the scenarios of a run were executed.
@@ -210,6 +196,29 @@ type Campaign struct {
 	// Rounds are the repetitions in order, each with the order in which its
 	// scenarios started.
 	Rounds []CampaignRound `json:"rounds"`
+	// Scenarios count, per manifest entry, its runs and passes, with the
+	// verdict they combine to (CombineRuns): flaky when some runs failed
+	// and others did not.
+	Scenarios []CampaignScenario `json:"scenarios"`
+}
+
+// String renders "isolation: passed 20/20" or "lifecycle: flaky (passed
+// 19 of 20)".
+func (t CampaignScenario) String() string {
+	if t.Verdict.Kind == Flaky {
+		return fmt.Sprintf("%s: %s", t.Name, t.Verdict)
+	}
+	return fmt.Sprintf("%s: %s %d/%d", t.Name, t.Verdict.Kind, t.Passes, t.Runs)
+}
+
+// CampaignScenario is one manifest entry's tally over a campaign's runs.
+type CampaignScenario struct {
+	// Index is the 1-based position in the manifest.
+	Index   int     `json:"index"`
+	Name    string  `json:"name"`
+	Runs    int     `json:"runs"`
+	Passes  int     `json:"passes"`
+	Verdict Verdict `json:"verdict"`
 }
 
 // String renders "repeat 20, parallel 1".

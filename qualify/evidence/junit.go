@@ -55,8 +55,7 @@ type junitSkipped struct {
 func seconds(ms int64) string { return fmt.Sprintf("%.3f", float64(ms)/1000) }
 
 // JUnit renders junit.xml: one testsuite for the run, one testcase per
-// scenario run (a repeated campaign has one per run, "<name> (run r)").
-// failed maps to <failure>, skipped and not_applicable to
+// scenario. failed maps to <failure>, skipped and not_applicable to
 // <skipped> with the verdict as message. scenarios supplies the failed
 // checks and cleanup errors for the failure text; it may be shorter than
 // r.Scenarios (scenarios that were not run have no evidence).
@@ -77,17 +76,20 @@ func JUnit(r *Run, scenarios []*Scenario) ([]byte, error) {
 		},
 	}
 	for _, sum := range r.Scenarios {
-		if len(sum.Runs) == 0 {
-			suite.add(r.Profile, sum, byIndex[sum.Index])
-			continue
+		c := junitCase{Name: sum.Name, Classname: "qualbox." + r.Profile, Time: seconds(sum.DurationMs)}
+		switch sum.Verdict.Kind {
+		case Failed:
+			suite.Failures++
+			c.Failure = &junitFailure{Message: sum.Detail, Type: "failed", Text: failureText(byIndex[sum.Index], sum)}
+		case Skipped, NotApplicable:
+			suite.Skipped++
+			c.Skipped = &junitSkipped{Message: sum.Verdict.String()}
 		}
-		// A repeated campaign: one testcase per run.
-		for _, run := range sum.Runs {
-			suite.add(r.Profile, ScenarioSummary{Index: run.Index, Name: fmt.Sprintf("%s (run %d)", sum.Name, run.Repeat), Dir: run.Dir,
-				Verdict: run.Verdict, Checks: run.Checks, Passed: run.Passed, DurationMs: run.DurationMs, Detail: run.Detail}, byIndex[run.Index])
+		if sum.Dir != "" {
+			c.SystemOut = "evidence: " + sum.Dir + "/evidence.json"
 		}
+		suite.Cases = append(suite.Cases, c)
 	}
-	suite.Tests = len(suite.Cases)
 	doc := junitSuites{
 		Name: "qualbox", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped,
 		Time: suite.Time, Suites: []junitSuite{suite},
@@ -97,23 +99,6 @@ func JUnit(r *Run, scenarios []*Scenario) ([]byte, error) {
 		return nil, fmt.Errorf("evidence: encode JUnit: %w", err)
 	}
 	return append([]byte(xml.Header), append(out, '\n')...), nil
-}
-
-// add appends sum's testcase; s supplies the failure text.
-func (suite *junitSuite) add(profile string, sum ScenarioSummary, s *Scenario) {
-	c := junitCase{Name: sum.Name, Classname: "qualbox." + profile, Time: seconds(sum.DurationMs)}
-	switch sum.Verdict.Kind {
-	case Failed, Flaky:
-		suite.Failures++
-		c.Failure = &junitFailure{Message: sum.Detail, Type: string(sum.Verdict.Kind), Text: failureText(s, sum)}
-	case Skipped, NotApplicable:
-		suite.Skipped++
-		c.Skipped = &junitSkipped{Message: sum.Verdict.String()}
-	}
-	if sum.Dir != "" {
-		c.SystemOut = "evidence: " + sum.Dir + "/evidence.json"
-	}
-	suite.Cases = append(suite.Cases, c)
 }
 
 func failureText(s *Scenario, sum ScenarioSummary) string {

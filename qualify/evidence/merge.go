@@ -36,7 +36,8 @@ type MatrixColumn struct {
 }
 
 // Cell combines one scenario's verdicts from the reports of one column:
-// failed when any failed, else flaky when any was flaky, else passed when any passed, else the first
+// flaky when some failed (or were flaky) and some passed, else failed when
+// any failed, else passed when any passed, else the first
 // skipped/not_applicable verdict; Kind is empty when no report ran it.
 type Cell struct {
 	Kind   Kind   `json:"kind,omitempty"`
@@ -97,14 +98,23 @@ func Merge(reports []*Signed) *Matrix {
 
 func combine(vs []Verdict) Cell {
 	c := Cell{Runs: len(vs)}
+	failed := 0
 	for _, v := range vs {
-		if v.Kind == Passed {
+		switch v.Kind {
+		case Passed:
 			c.Passed++
+		case Failed, Flaky:
+			failed++
 		}
 	}
-	// Flaky (a repeated campaign's scenario that failed some runs) ranks
-	// with failed: it never counts as passed, so Gate refuses it.
-	for _, want := range []Kind{Failed, Flaky, Passed} {
+	// A scenario that passed some runs and failed others (a repeated
+	// campaign, or several reports of one tuple) is flaky: it never counts
+	// as passed, so Gate refuses it like failed.
+	if failed > 0 && (c.Passed > 0 || slices.ContainsFunc(vs, func(v Verdict) bool { return v.Kind == Flaky })) {
+		c.Kind, c.Reason = Flaky, fmt.Sprintf("passed %d of %d", c.Passed, c.Runs)
+		return c
+	}
+	for _, want := range []Kind{Failed, Passed} {
 		if i := slices.IndexFunc(vs, func(v Verdict) bool { return v.Kind == want }); i >= 0 {
 			c.Kind, c.Reason = want, vs[i].Reason
 			return c

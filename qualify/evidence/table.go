@@ -75,6 +75,11 @@ func Table(w io.Writer, r *Run) error {
 	if err := renderTable(&buf, r); err != nil {
 		return err
 	}
+	if c := r.Campaign; c != nil {
+		for _, t := range c.Scenarios {
+			fmt.Fprintf(&buf, "%s\n", t)
+		}
+	}
 	fmt.Fprintf(&buf, "%s: %s in %s\n", r.Profile, r.Verdict, FormatDuration(r.Timing.Duration()))
 	_, err := w.Write(buf.Bytes())
 	return err
@@ -104,6 +109,12 @@ func Markdown(r *Run) ([]byte, error) {
 	buf.WriteString("\n")
 	if err := renderTable(&buf, r, tablewriter.WithRenderer(renderer.NewMarkdown())); err != nil {
 		return nil, err
+	}
+	if c := r.Campaign; c != nil && len(c.Scenarios) > 0 {
+		buf.WriteString("\nPasses per scenario:\n\n")
+		for _, t := range c.Scenarios {
+			fmt.Fprintf(&buf, "- %s\n", t)
+		}
 	}
 	return []byte(strings.TrimRight(buf.String(), "\n") + "\n"), nil
 }

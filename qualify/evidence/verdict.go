@@ -2,8 +2,9 @@ package evidence
 
 import "fmt"
 
-// NoChecksReason is the reason of the failed verdict of a scenario that
-// ran to completion without recording a single check.
+// NoChecksReason is the failure the runner records for a scenario that ran
+// to completion without recording a single check or an explicit verdict:
+// it proved nothing, so it cannot pass.
 const NoChecksReason = "no checks recorded"
 
 // ScenarioVerdict derives a scenario's verdict from its evidence: failed
@@ -26,26 +27,29 @@ func ScenarioVerdict(s *Scenario, explicit *Verdict, interrupted bool) Verdict {
 	return Verdict{Kind: Passed}
 }
 
-// CombineRuns is the verdict of a manifest entry run several times: the
-// runs' common verdict when they all agree (failed when all failed), flaky
-// when they disagree, e.g. 19 of 20 passed. A scenario must pass every run
-// to pass the campaign.
-func CombineRuns(runs []ScenarioRun) Verdict {
+// CombineRuns is the verdict of a manifest entry run several times, from
+// the verdicts of its runs: their common verdict when they all agree,
+// flaky ("passed k of n") when some failed and others did not. A scenario
+// must pass every run to pass a campaign; flaky fails it like failed.
+func CombineRuns(runs []Verdict) Verdict {
 	if len(runs) == 0 {
 		return Verdict{Kind: Skipped, Reason: "not run"}
 	}
-	first, passes, same := runs[0].Verdict, 0, true
-	for _, r := range runs {
-		if r.Verdict.Kind == Passed {
+	first, passes, failed, same := runs[0], 0, 0, true
+	for _, v := range runs {
+		switch v.Kind {
+		case Passed:
 			passes++
+		case Failed, Flaky:
+			failed++
 		}
-		same = same && r.Verdict.Kind == first.Kind
+		same = same && v.Kind == first.Kind
 	}
-	if !same {
-		return Verdict{Kind: Flaky, Reason: fmt.Sprintf("passed %d of %d", passes, len(runs))}
-	}
-	if first.Kind == Failed {
+	switch {
+	case failed == len(runs):
 		return Verdict{Kind: Failed}
+	case failed > 0 || !same:
+		return Verdict{Kind: Flaky, Reason: fmt.Sprintf("passed %d of %d", passes, len(runs))}
 	}
 	return first
 }
