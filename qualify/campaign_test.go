@@ -145,7 +145,7 @@ func TestRunRepeatCountsPassesAndFlakes(t *testing.T) {
 	assert.Equal(t, m.Cells[0][0].Kind, evidence.Flaky)
 	assert.DeepEqual(t, m.Gate([]string{"fake"}), []string{
 		"T1: report " + out + ": run verdict failed",
-		"T1: fake: flaky 1/2",
+		"T1: fake: flaky (passed 1 of 2)",
 	})
 }
 
