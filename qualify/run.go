@@ -1,8 +1,8 @@
 // Package qualify runs qualification campaigns: it executes the scenarios a
 // manifest selects, each in its own child of a fresh output directory with
 // its own namespace, and writes the evidence (per-scenario and run-level
-// JSON, a human table, summary.md and junit.xml). See DESIGN.md
-// "Qualification".
+// JSON, a human table, summary.md and junit.xml). See
+// docs/qualification.md#scenarios and docs/qualification.md#evidence.
 package qualify
 
 import (
@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -67,6 +68,22 @@ type Config struct {
 	// SigningKey, when set, signs the complete report: Run writes
 	// evidence.dsse.json (attest.EnvelopeFile) after every other file.
 	SigningKey ed25519.PrivateKey
+	// Repeat runs the manifest's scenarios this many times in one report;
+	// 0 and 1 run them once. With Repeat > 1 every run has its own
+	// directory and namespace, and each scenario's summary lists its runs
+	// and counts its passes: one that passed some runs and failed others
+	// is flaky (docs/qualification.md#evidence).
+	Repeat int
+	// Parallel runs up to this many scenarios of a repetition at once,
+	// each in its own namespace and directory, with the same evidence as
+	// one at a time; 0 and 1 run them one at a time. A scenario that
+	// implements scenario.Exclusive runs alone. The report's Campaign
+	// records the order in which they started.
+	Parallel int
+	// Host is the host filesystem the scenarios' cgroup observer reads
+	// (/proc, /sys/fs/cgroup); nil means the real root. Tests substitute a
+	// filesystem that misreports a counter.
+	Host fs.FS
 }
 
 // ExitCode maps a run to the CLI's exit status: 130 when interrupted, 1
@@ -156,49 +173,9 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 	}
 	run.Tuple = evidence.TupleOf(run)
 
-	n := len(m.Scenarios)
-	var results []*evidence.Scenario
-	for i, e := range m.Scenarios {
-		idx := i + 1
-		sum := evidence.ScenarioSummary{Index: idx, Name: e.Name}
-		if ctx.Err() != nil {
-			run.Interrupted = true
-			sum.Verdict = evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}
-			run.Scenarios = append(run.Scenarios, sum)
-			fmt.Fprintf(stderr, "[%d/%d] %s ... %s\n", idx, n, e.Name, sum.Verdict)
-			continue
-		}
-		dirName := fmt.Sprintf("%02d-%s", idx, e.Name)
-		dir := filepath.Join(out, dirName)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(stderr, "[%d/%d] %s ...", idx, n, e.Name)
-		if cfg.Verbose {
-			fmt.Fprintln(stderr)
-		}
-		env := &scenario.Env{
-			Profile: m.Profile, Endpoint: m.Endpoint, ImageID: cfg.ImageID, User: m.User,
-			Namespace: scenarioNamespace(m.Namespace, e.Name), Policy: m.Policy, Dir: dir, Engine: cfg.Engine,
-		}
-		if cfg.Verbose {
-			env.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "      "+format+"\n", args...) }
-		}
-		ev := runScenario(ctx, cfg.Registry[e.Name], env, idx, e, cfg.Engine)
-		if ctx.Err() != nil && ev.Verdict.Kind == evidence.Failed {
-			run.Interrupted = true
-		}
-		if err := evidence.WriteJSON(filepath.Join(dir, EvidenceFile), ev); err != nil {
-			return nil, err
-		}
-		results = append(results, ev)
-		sum.Dir, sum.Verdict, sum.Checks, sum.Passed, sum.DurationMs = dirName, ev.Verdict, len(ev.Checks), ev.PassedChecks(), ev.Timing.DurationMs
-		sum.Detail = detail(ev)
-		run.Scenarios = append(run.Scenarios, sum)
-		if cfg.Verbose {
-			fmt.Fprintf(stderr, "[%d/%d] %s ...", idx, n, e.Name)
-		}
-		fmt.Fprintf(stderr, " %s (%s)\n", ev.Verdict, evidence.FormatDuration(ev.Timing.Duration()))
+	results, err := runCampaign(ctx, cfg, run, out, stderr)
+	if err != nil {
+		return nil, err
 	}
 
 	if cfg.RemoveImage != nil {
@@ -371,26 +348,13 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 		ev.Failure = "interrupted: " + context.Cause(ctx).Error()
 	case failure != nil:
 		ev.Failure = failure.Error()
+	case len(ev.Checks) == 0 && snap.Verdict == nil:
+		// A scenario that checked nothing proved nothing: it cannot pass.
+		ev.Failure = evidence.NoChecksReason
 	}
-	ev.Verdict = verdict(ev, snap.Verdict, interrupted)
+	ev.Verdict = evidence.ScenarioVerdict(ev, snap.Verdict, interrupted)
 	ev.Timing = evidence.NewTiming(start, time.Now())
 	return ev
-}
-
-// verdict derives a scenario verdict: failed on a failure, a failed check
-// or a cleanup error; otherwise the scenario's own skip/not-applicable, or
-// passed.
-func verdict(ev *evidence.Scenario, explicit *evidence.Verdict, interrupted bool) evidence.Verdict {
-	failedCheck := ev.PassedChecks() < len(ev.Checks)
-	switch {
-	case interrupted:
-		return evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"}
-	case ev.Failure != "" || failedCheck || len(ev.CleanupErrors) > 0:
-		return evidence.Verdict{Kind: evidence.Failed}
-	case explicit != nil:
-		return *explicit
-	}
-	return evidence.Verdict{Kind: evidence.Passed}
 }
 
 // detail is the one-line reason shown in the table for a scenario.

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gotest.tools/v3/assert"
@@ -27,6 +29,10 @@ import (
 type fake struct {
 	// started is closed when a "block" run starts waiting.
 	started chan struct{}
+	// calls counts "flaky" runs: every second one fails a check.
+	calls *atomic.Int64
+	// running and most track concurrent "slow" runs.
+	running, most *atomic.Int64
 }
 
 type fakeParams struct {
@@ -41,10 +47,10 @@ func (fake) Validate(params map[string]any) error {
 		return err
 	}
 	switch p.Outcome {
-	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block":
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "nochecks", "flaky", "slow":
 		return nil
 	}
-	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block", p.Outcome)
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, nochecks, flaky, slow", p.Outcome)
 }
 
 func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
@@ -52,8 +58,23 @@ func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any,
 	_ = scenario.DecodeParams(params, &p)
 	rec.Request("outcome", p.Outcome)
 	rec.Observe("namespace", env.Namespace)
+	if p.Outcome == "nochecks" {
+		return nil
+	}
 	rec.Equal("always", "ok", "ok")
 	switch p.Outcome {
+	case "flaky":
+		rec.Equal("even call", int64(0), f.calls.Add(1)%2)
+	case "slow":
+		n := f.running.Add(1)
+		for {
+			m := f.most.Load()
+			if n <= m || f.most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		f.running.Add(-1)
 	case "fail-check":
 		rec.Equal("answer", 42, 41)
 	case "error":

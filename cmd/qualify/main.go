@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--output DIR] [--repeat N] [--parallel N] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
 //	qualify verify --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
@@ -161,8 +161,15 @@ DOCKER_HOST and docker contexts are ignored on purpose.
 	exitcode.Help(w)
 }
 
+// Bounds of run's --repeat and --parallel: a campaign stays one readable
+// report, and concurrency stays below what one Engine serves well.
+const (
+	maxRepeat   = 1000
+	maxParallel = 16
+)
+
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--output DIR] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
+	c := cli.New("qualify run", "--manifest FILE [--output DIR] [--repeat N] [--parallel N] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -172,7 +179,13 @@ table (or --json) to stdout.
 
 The Engine is the manifest's endpoint: DOCKER_HOST and docker contexts are
 ignored on purpose. When the manifest says "image: build" the guest image
-is built first and exactly that image is removed at the end.`
+is built first and exactly that image is removed at the end.
+
+With --repeat N every scenario runs N times in the one report; a scenario
+that passed some runs and failed others is flaky, which fails the run and
+the gate. With --parallel N up to N scenarios run at once, each in its own
+namespace; one whose bounds need a quiet host runs alone. The report
+records the repeat count, the parallelism and each round's start order.`
 	fs := c.Flags
 	manifestPath := fs.String("manifest", "", "manifest `FILE` (YAML)")
 	output := fs.String("output", "", "fresh output `DIR` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
@@ -181,11 +194,16 @@ is built first and exactly that image is removed at the end.`
 	verbose := fs.Bool("verbose", false, "print scenario detail lines on stderr")
 	signingKey := fs.String("signing-key", "", "ed25519 private key `FILE` (PEM PKCS#8, from qualify keygen) to sign the report with")
 	probe := fs.String("probe", "", `prebuilt static guest probe `+"`BINARY`"+` for "image: build" (default: compile it from this source tree)`)
+	repeat := fs.Int("repeat", 1, "run the manifest's scenarios `N` times in one report; a scenario that fails some runs is flaky")
+	parallel := fs.Int("parallel", 1, "run up to `N` scenarios at once, each in its own namespace")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
 	if *manifestPath == "" || fs.NArg() > 0 {
 		return c.UsageError(stderr, "--manifest FILE is required and no positional arguments are allowed")
+	}
+	if *repeat < 1 || *repeat > maxRepeat || *parallel < 1 || *parallel > maxParallel {
+		return c.UsageError(stderr, fmt.Sprintf("--repeat must be 1..%d and --parallel 1..%d, got %d and %d", maxRepeat, maxParallel, *repeat, *parallel))
 	}
 	reg := scenario.Default()
 	m, err := manifest.Load(*manifestPath, reg)
@@ -221,6 +239,7 @@ is built first and exactly that image is removed at the end.`
 	cfg := qualify.Config{
 		Manifest: m, Registry: reg, Engine: eng, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
+		Repeat: *repeat, Parallel: *parallel,
 	}
 	if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...")

@@ -8,6 +8,7 @@ package evidence
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/qualbox/qualbox/driver"
@@ -19,12 +20,16 @@ const Schema = "qualbox.evidence.v1"
 // Kind is a scenario verdict kind.
 type Kind string
 
-// Verdict kinds (DESIGN.md "Qualification").
+// Verdict kinds (docs/qualification.md#evidence).
 const (
 	Passed        Kind = "passed"
 	Failed        Kind = "failed"
 	Skipped       Kind = "skipped"
 	NotApplicable Kind = "not_applicable"
+	// Flaky is a scenario of a repeated campaign whose runs did not all
+	// reach the same verdict (some failed, some did not): it fails the run
+	// and the gate like Failed (docs/qualification.md#gate).
+	Flaky Kind = "flaky"
 )
 
 // Verdict is {"kind":"passed"}, {"kind":"failed"}, {"kind":"skipped",
@@ -35,8 +40,8 @@ type Verdict struct {
 }
 
 // OK reports whether the verdict does not fail the run: passed, skipped and
-// not_applicable do.
-func (v Verdict) OK() bool { return v.Kind != Failed }
+// not_applicable do not; failed and flaky do.
+func (v Verdict) OK() bool { return v.Kind != Failed && v.Kind != Flaky }
 
 // String renders "passed" or "skipped (reason)".
 func (v Verdict) String() string {
@@ -98,6 +103,9 @@ type Scenario struct {
 	// Index is the 1-based position in the manifest.
 	Index int    `json:"index"`
 	Name  string `json:"name"`
+	// Repeat is the 1-based repetition of a campaign run with --repeat N > 1
+	// (Index then numbers every run of the campaign); 0 otherwise.
+	Repeat int `json:"repeat,omitempty"`
 	// Namespace is the scenario's own sandbox namespace.
 	Namespace string `json:"namespace"`
 	// Params are the manifest parameters as given.
@@ -173,6 +181,59 @@ type ScenarioSummary struct {
 	DurationMs int64   `json:"durationMs"`
 	// Detail is the first line of the failure, or the first failed check.
 	Detail string `json:"detail,omitempty"`
+	// Repeat is the 1-based repetition of a campaign run with --repeat
+	// N > 1, whose Scenarios list every run of every manifest entry; 0
+	// otherwise.
+	Repeat int `json:"repeat,omitempty"`
+}
+
+// Campaign says how the scenarios of a run were executed.
+type Campaign struct {
+	// Repeat is how many times the manifest's scenarios ran (>= 1).
+	Repeat int `json:"repeat"`
+	// Parallel is the most scenarios that ran at once (>= 1).
+	Parallel int `json:"parallel"`
+	// Rounds are the repetitions in order, each with the order in which its
+	// scenarios started.
+	Rounds []CampaignRound `json:"rounds"`
+	// Scenarios count, per manifest entry, its runs and passes, with the
+	// verdict they combine to (CombineRuns): flaky when some runs failed
+	// and others did not.
+	Scenarios []CampaignScenario `json:"scenarios"`
+}
+
+// String renders "isolation: passed 20/20" or "lifecycle: flaky (passed
+// 19 of 20)".
+func (t CampaignScenario) String() string {
+	if t.Verdict.Kind == Flaky {
+		return fmt.Sprintf("%s: %s", t.Name, t.Verdict)
+	}
+	return fmt.Sprintf("%s: %s %d/%d", t.Name, t.Verdict.Kind, t.Passes, t.Runs)
+}
+
+// CampaignScenario is one manifest entry's tally over a campaign's runs.
+type CampaignScenario struct {
+	// Index is the 1-based position in the manifest.
+	Index   int     `json:"index"`
+	Name    string  `json:"name"`
+	Runs    int     `json:"runs"`
+	Passes  int     `json:"passes"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// String renders "repeat 20, parallel 1".
+func (c *Campaign) String() string {
+	return fmt.Sprintf("repeat %d, parallel %d", c.Repeat, c.Parallel)
+}
+
+// CampaignRound is one repetition of the manifest's scenarios.
+type CampaignRound struct {
+	Repeat int `json:"repeat"`
+	// Order lists the scenario directories in the order they started.
+	Order []string `json:"order"`
+	// Exclusive lists the directories that ran alone because their
+	// scenario shares something with others (scenario.Exclusive).
+	Exclusive []string `json:"exclusive,omitempty"`
 }
 
 // Run is the run-level evidence (<output>/evidence.json).
@@ -194,6 +255,9 @@ type Run struct {
 	// Interrupted is set when a signal cancelled the run.
 	Interrupted bool              `json:"interrupted,omitempty"`
 	Scenarios   []ScenarioSummary `json:"scenarios"`
+	// Campaign says how the scenarios ran (repeat count, parallelism and
+	// per-round order); nil for a plain sequential run of each once.
+	Campaign *Campaign `json:"campaign,omitempty"`
 	// Verdict is failed when any scenario failed, passed otherwise.
 	Verdict Verdict `json:"verdict"`
 	Timing  Timing  `json:"timing"`

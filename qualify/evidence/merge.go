@@ -36,7 +36,7 @@ type MatrixColumn struct {
 }
 
 // Cell combines one scenario's verdicts from the reports of one column:
-// failed when any failed, else passed when any passed, else the first
+// failed when any failed, else flaky when any was flaky, else passed when any passed, else the first
 // skipped/not_applicable verdict; Kind is empty when no report ran it.
 type Cell struct {
 	Kind   Kind   `json:"kind,omitempty"`
@@ -75,7 +75,7 @@ func Merge(reports []*Signed) *Matrix {
 		}
 		m.Columns[j].Reports = append(m.Columns[j].Reports, rep.Dir)
 		m.Columns[j].RunVerdicts = append(m.Columns[j].RunVerdicts, rep.Predicate.Verdict)
-		for _, s := range rep.Predicate.Scenarios {
+		for _, s := range scenarioLines(rep) {
 			i, ok := row[s.Name]
 			if !ok {
 				i = len(m.Scenarios)
@@ -95,6 +95,21 @@ func Merge(reports []*Signed) *Matrix {
 	return m
 }
 
+// scenarioLines are the scenario verdicts a report contributes: its signed
+// predicate's lines, except that a repeated campaign contributes each
+// manifest entry once, with the verdict its runs combine to (flaky when
+// some failed), from the signed evidence.json's Campaign.
+func scenarioLines(rep *Signed) []PredicateLine {
+	if rep.Run == nil || rep.Run.Campaign == nil || len(rep.Run.Campaign.Scenarios) == 0 {
+		return rep.Predicate.Scenarios
+	}
+	var out []PredicateLine
+	for _, t := range rep.Run.Campaign.Scenarios {
+		out = append(out, PredicateLine{Name: t.Name, Verdict: t.Verdict})
+	}
+	return out
+}
+
 func combine(vs []Verdict) Cell {
 	c := Cell{Runs: len(vs)}
 	for _, v := range vs {
@@ -102,7 +117,9 @@ func combine(vs []Verdict) Cell {
 			c.Passed++
 		}
 	}
-	for _, want := range []Kind{Failed, Passed} {
+	// Flaky (a repeated campaign's scenario that failed some runs) ranks
+	// with failed: it never counts as passed, so Gate refuses it.
+	for _, want := range []Kind{Failed, Flaky, Passed} {
 		if i := slices.IndexFunc(vs, func(v Verdict) bool { return v.Kind == want }); i >= 0 {
 			c.Kind, c.Reason = want, vs[i].Reason
 			return c

@@ -69,8 +69,16 @@ func Table(w io.Writer, r *Run) error {
 	for _, l := range TupleOf(r).Lines() {
 		fmt.Fprintf(&buf, "%s\n", l)
 	}
+	if c := r.Campaign; c != nil {
+		fmt.Fprintf(&buf, "Campaign: %s\n", c)
+	}
 	if err := renderTable(&buf, r); err != nil {
 		return err
+	}
+	if c := r.Campaign; c != nil {
+		for _, t := range c.Scenarios {
+			fmt.Fprintf(&buf, "%s\n", t)
+		}
 	}
 	fmt.Fprintf(&buf, "%s: %s in %s\n", r.Profile, r.Verdict, FormatDuration(r.Timing.Duration()))
 	_, err := w.Write(buf.Bytes())
@@ -92,12 +100,21 @@ func Markdown(r *Run) ([]byte, error) {
 	fmt.Fprintf(&buf, "- Tuple: %s\n", TupleOf(r).Label())
 	fmt.Fprintf(&buf, "- Image: `%s` (%s)\n", r.Image.ID, r.Image.Source)
 	fmt.Fprintf(&buf, "- Time: %s to %s (%s)\n", r.Timing.Start.Format(time.RFC3339), r.Timing.End.Format(time.RFC3339), FormatDuration(r.Timing.Duration()))
+	if c := r.Campaign; c != nil {
+		fmt.Fprintf(&buf, "- Campaign: %s (each round's start order is in evidence.json)\n", c)
+	}
 	if r.Interrupted {
 		fmt.Fprintf(&buf, "- Interrupted: the run was cancelled by a signal\n")
 	}
 	buf.WriteString("\n")
 	if err := renderTable(&buf, r, tablewriter.WithRenderer(renderer.NewMarkdown())); err != nil {
 		return nil, err
+	}
+	if c := r.Campaign; c != nil && len(c.Scenarios) > 0 {
+		buf.WriteString("\nPasses per scenario:\n\n")
+		for _, t := range c.Scenarios {
+			fmt.Fprintf(&buf, "- %s\n", t)
+		}
 	}
 	return []byte(strings.TrimRight(buf.String(), "\n") + "\n"), nil
 }

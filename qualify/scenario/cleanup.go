@@ -57,10 +57,15 @@ func (s ExactCleanup) Run(ctx context.Context, env *Env, params map[string]any, 
 }
 
 // UnsupportedQuota requests a workspace disk quota, which no Docker
-// backend offers (seed: unsupported-quota rejection): Reserve must fail
+// backend offers (docs/qualification.md#scenarios): Reserve must fail
 // synchronously with *sandboxapi.UnsupportedError naming the field, before
 // any Engine effect, and Support must say the quota is unsupported.
-type UnsupportedQuota struct{}
+type UnsupportedQuota struct {
+	// Wrap, when set, wraps the driver backend the scenario asks; nil asks
+	// the driver itself. Negative tests wrap it in a backend that silently
+	// drops the quota, which the scenario must fail.
+	Wrap func(sandboxapi.Backend) sandboxapi.Backend
+}
 
 // Name returns "unsupported-quota".
 func (UnsupportedQuota) Name() string { return "unsupported-quota" }
@@ -70,11 +75,15 @@ func (UnsupportedQuota) Validate(params map[string]any) error { return noParams(
 
 // Run reserves with a required quota.
 func (s UnsupportedQuota) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
-	b, err := env.Backend(env.Profile)
+	drv, err := env.Backend(env.Profile)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer drv.Close()
+	var b sandboxapi.Backend = drv
+	if s.Wrap != nil {
+		b = s.Wrap(b)
+	}
 	pol := env.Policy
 	pol.WorkspaceDiskQuota = sandboxapi.WorkspaceDiskQuota{Kind: sandboxapi.QuotaRequired, Bytes: 64 << 20, Accounting: "allocated_blocks"}
 	rec.Request("workspaceDiskQuota", pol.WorkspaceDiskQuota)

@@ -26,8 +26,8 @@ import (
 )
 
 // ControllerDeath kills a child controller process with SIGKILL at chosen
-// checkpoints of reserve and start (DESIGN.md "Qualification": controller
-// death; seed README "Cleanup-only recovery"). The child is the qualify
+// checkpoints of reserve and start (docs/qualification.md#scenarios;
+// docs/contract.md#recovery). The child is the qualify
 // binary's internal `controller-child` subcommand (RunChild), which
 // persists every recovery record atomically to a file. After the kill the
 // scenario records whether compute still runs (controller death does not
@@ -397,228 +397,341 @@ func expectedReconciliation(ctx context.Context, cli *client.Client, r sandboxap
 // deathCase runs one child to checkpoint cp, kills it and recovers. Checks
 // are named "<cp>: ...". The returned error is the case's own failure
 // (nothing more can be judged); check failures are recorded, not returned.
+// The steps, in order (docs/qualification.md#scenarios):
+//
+//  1. prepare: the case's directories and the child's configuration;
+//  2. startChild: run the child controller, which blocks at cp;
+//  3. awaitCheckpoint: wait for its marker (or its early end);
+//  4. observeAtDeath: the durable record and compute's state before the kill;
+//  5. kill: SIGKILL, and check it blocked at cp and died of it;
+//  6. afterKill: the last durable record, and compute still running;
+//  7. recoverSandbox: a fresh controller reconciles, persists and destroys;
+//  8. checkGone: nothing of the sandbox remains, the scope is gone.
 func deathCase(ctx context.Context, env *Env, rec *Record, bin, cp string) (DeathRow, error) {
-	row := DeathRow{Checkpoint: cp, Destroy: "n/a"}
-	name := func(s string) string { return cp + ": " + s }
+	d := &death{env: env, rec: rec, cp: cp, row: DeathRow{Checkpoint: cp, Destroy: "n/a"}, owner: &trackedOwner{}}
 	env.Log("checkpoint %s", cp)
-	dir := filepath.Join(env.Dir, "checkpoint-"+strings.ReplaceAll(cp, "/", "-"))
-	spill := filepath.Join(dir, "spill")
-	for _, d := range []string{spill, filepath.Join(dir, "spill-recovery")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return row, err
-		}
+	if err := d.prepare(); err != nil {
+		return d.row, err
 	}
-	cfg := ChildConfig{
-		Profile: env.Profile, Endpoint: env.Endpoint, ImageID: env.ImageID, Namespace: env.Namespace,
-		User: env.User, Policy: env.Policy, SpillDir: spill,
-		RecordFile: filepath.Join(dir, "record.json"), MarkerFile: filepath.Join(dir, "marker.json"), Checkpoint: cp,
+	if err := d.startChild(bin); err != nil {
+		return d.row, err
 	}
-	args, err := cfg.Args()
-	if err != nil {
-		return row, err
-	}
-	cmd := exec.Command(bin, append([]string{ChildCommand}, args...)...)
-	var out boundedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return row, fmt.Errorf("start child controller: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	// Every return below must leave no child behind, blocked or not.
-	reaped := false
-	defer func() {
-		if !reaped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	// The runner checks the absence of whatever the latest durable record
-	// lists, from the first record read on.
-	owner := &trackedOwner{}
-	tracked := false
-	track := func(o sandboxapi.CleanupOwner) {
-		owner.set(o)
-		if !tracked {
-			rec.Track(owner)
-			tracked = true
-		}
-	}
-
-	// Wait for the marker (or the child's own end).
-	var marker ChildMarker
-	blocked, exitedEarly, early := false, false, error(nil)
-	deadline := time.After(time.Duration(env.Policy.Deadlines.StartupMs)*time.Millisecond + 30*time.Second)
-wait:
-	for {
-		select {
-		case err := <-exited:
-			exitedEarly = true
-			early = fmt.Errorf("child exited before its checkpoint: %v", err)
-			if err == nil {
-				early = errors.New("child exited 0 before its checkpoint")
-			}
-			break wait
-		case <-deadline:
-			early = errors.New("child did not reach its checkpoint in time")
-			break wait
-		case <-ctx.Done():
-			early = ctx.Err()
-			break wait
-		case <-time.After(10 * time.Millisecond):
-		}
-		if data, err := os.ReadFile(cfg.MarkerFile); err == nil && json.Unmarshal(data, &marker) == nil {
-			blocked = true
-			break
-		}
-	}
-	row.Persisted = marker.Persisted
+	defer d.reap()
+	d.awaitCheckpoint(ctx)
 	cctx, cancel := cleanupContext(ctx, env.Policy)
 	defer cancel()
-
-	// State at death: the durable record and compute, before the kill.
-	var scope *observer.Scope
-	var snaps []observer.Snapshot
-	snapshot := func(label string) observer.Snapshot {
-		s := scope.Read(env.HostFS(), label)
-		snaps = append(snaps, s)
-		return s
+	if err := d.observeAtDeath(cctx); err != nil {
+		return d.row, err
 	}
-	if blocked {
-		if last, err := sandboxapi.ReadRecoveryRecordFile(cfg.RecordFile); err == nil {
-			track(recordOwner{r: last})
-			id, state, err := computeState(cctx, env.Engine, last)
-			if err != nil {
-				return row, err
-			}
-			row.ComputeAtKill = state
-			if state == "running" {
-				pid, err := observer.KeeperPID(cctx, env.Engine, id)
-				if err == nil {
-					var s observer.Scope
-					if s, err = observer.Resolve(env.HostFS(), pid); err == nil {
-						scope = &s
-						checkReadable(rec, name("observer: \"before kill\" snapshot"), snapshot("before kill"))
-					}
-				}
-				rec.Check(name("observer: running compute's scope resolved"), "resolved", errText(err), err == nil)
-			}
+	d.kill()
+	last, err := d.afterKill(cctx)
+	if err != nil {
+		return d.row, err
+	}
+	defer d.closeFresh()
+	records, err := d.recoverSandbox(cctx, last)
+	if err != nil {
+		return d.row, err
+	}
+	return d.row, d.checkGone(cctx, records)
+}
+
+// death is the state of one deathCase as its steps fill it.
+type death struct {
+	env *Env
+	rec *Record
+	cp  string
+	row DeathRow
+	// dir holds the case's spill directories, record and marker files.
+	dir string
+	cfg ChildConfig
+
+	cmd    *exec.Cmd
+	out    boundedBuffer
+	exited chan error
+	reaped bool
+
+	// owner is the one cleanup owner the case registers with rec, once.
+	owner   *trackedOwner
+	tracked bool
+
+	marker      ChildMarker
+	blocked     bool
+	exitedEarly bool
+	early       error
+
+	computeID string
+	scope     *observer.Scope
+	snaps     []observer.Snapshot
+	fresh     *driver.Backend
+}
+
+// name prefixes a check or observation with the checkpoint.
+func (d *death) name(s string) string { return d.cp + ": " + s }
+
+// track points the registered cleanup owner at o: the runner checks the
+// absence of whatever the latest durable record lists, from the first
+// record read on.
+func (d *death) track(o sandboxapi.CleanupOwner) {
+	d.owner.set(o)
+	if !d.tracked {
+		d.rec.Track(d.owner)
+		d.tracked = true
+	}
+}
+
+// snapshot reads and keeps a snapshot of the keeper's scope.
+func (d *death) snapshot(label string) observer.Snapshot {
+	s := d.scope.Read(d.env.HostFS(), label)
+	d.snaps = append(d.snaps, s)
+	return s
+}
+
+// prepare creates the case's directories and the child's configuration.
+func (d *death) prepare() error {
+	d.dir = filepath.Join(d.env.Dir, "checkpoint-"+strings.ReplaceAll(d.cp, "/", "-"))
+	spill := filepath.Join(d.dir, "spill")
+	for _, dir := range []string{spill, filepath.Join(d.dir, "spill-recovery")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
 		}
 	}
-	// Kill (also an early child still running past its deadline).
-	if !exitedEarly {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+	env := d.env
+	d.cfg = ChildConfig{
+		Profile: env.Profile, Endpoint: env.Endpoint, ImageID: env.ImageID, Namespace: env.Namespace,
+		User: env.User, Policy: env.Policy, SpillDir: spill,
+		RecordFile: filepath.Join(d.dir, "record.json"), MarkerFile: filepath.Join(d.dir, "marker.json"), Checkpoint: d.cp,
 	}
-	reaped = true
+	return nil
+}
+
+// startChild starts the child controller; reap must follow.
+func (d *death) startChild(bin string) error {
+	args, err := d.cfg.Args()
+	if err != nil {
+		return err
+	}
+	d.cmd = exec.Command(bin, append([]string{ChildCommand}, args...)...)
+	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
+	if err := d.cmd.Start(); err != nil {
+		return fmt.Errorf("start child controller: %w", err)
+	}
+	d.exited = make(chan error, 1)
+	go func() { d.exited <- d.cmd.Wait() }()
+	return nil
+}
+
+// reap kills and waits for a child that kill did not reap.
+func (d *death) reap() {
+	if !d.reaped {
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
+}
+
+// awaitCheckpoint waits for the child's marker, its early end, the startup
+// deadline (plus 30 s) or ctx, and records which.
+func (d *death) awaitCheckpoint(ctx context.Context) {
+	deadline := time.After(time.Duration(d.env.Policy.Deadlines.StartupMs)*time.Millisecond + 30*time.Second)
+	defer func() { d.row.Persisted = d.marker.Persisted }()
+	for {
+		select {
+		case err := <-d.exited:
+			d.exitedEarly = true
+			d.early = fmt.Errorf("child exited before its checkpoint: %v", err)
+			if err == nil {
+				d.early = errors.New("child exited 0 before its checkpoint")
+			}
+			return
+		case <-deadline:
+			d.early = errors.New("child did not reach its checkpoint in time")
+			return
+		case <-ctx.Done():
+			d.early = ctx.Err()
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if data, err := os.ReadFile(d.cfg.MarkerFile); err == nil && json.Unmarshal(data, &d.marker) == nil {
+			d.blocked = true
+			return
+		}
+	}
+}
+
+// observeAtDeath records, for a blocked child, the durable record and the
+// compute container's state before the kill, and resolves the keeper's
+// scope when compute runs.
+func (d *death) observeAtDeath(cctx context.Context) error {
+	if !d.blocked {
+		return nil
+	}
+	last, err := sandboxapi.ReadRecoveryRecordFile(d.cfg.RecordFile)
+	if err != nil {
+		return nil
+	}
+	d.track(recordOwner{r: last})
+	id, state, err := computeState(cctx, d.env.Engine, last)
+	if err != nil {
+		return err
+	}
+	d.row.ComputeAtKill = state
+	if state != "running" {
+		return nil
+	}
+	pid, err := observer.KeeperPID(cctx, d.env.Engine, id)
+	if err == nil {
+		var s observer.Scope
+		if s, err = observer.Resolve(d.env.HostFS(), pid); err == nil {
+			d.scope = &s
+			checkReadable(d.rec, d.name("observer: \"before kill\" snapshot"), d.snapshot("before kill"))
+		}
+	}
+	d.rec.Check(d.name("observer: running compute's scope resolved"), "resolved", errText(err), err == nil)
+	return nil
+}
+
+// kill sends SIGKILL (also to an early child still running past its
+// deadline), reaps the child and checks it blocked at its checkpoint and
+// died of the signal.
+func (d *death) kill() {
+	if !d.exitedEarly {
+		_ = d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.exited
+	}
+	d.reaped = true
 	killed := false
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+	if ws, ok := d.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
 	}
-	rec.Check(name("child blocked at its checkpoint and died of SIGKILL"), "marker written; killed by SIGKILL",
-		fmt.Sprintf("marker %t (%d persisted); %s; %s", blocked, marker.Persisted, cmd.ProcessState, errText(early)),
-		blocked && killed && early == nil)
-	if !blocked {
-		rec.Observe(name("child output"), out.String())
+	d.rec.Check(d.name("child blocked at its checkpoint and died of SIGKILL"), "marker written; killed by SIGKILL",
+		fmt.Sprintf("marker %t (%d persisted); %s; %s", d.blocked, d.marker.Persisted, d.cmd.ProcessState, errText(d.early)),
+		d.blocked && killed && d.early == nil)
+	if !d.blocked {
+		d.rec.Observe(d.name("child output"), d.out.String())
 	}
+}
 
-	last, err := sandboxapi.ReadRecoveryRecordFile(cfg.RecordFile)
+// afterKill reads the last durable record and checks that controller
+// death did not stop compute (and, for a running compute, that the keeper
+// and the exec's process still run in the scope).
+func (d *death) afterKill(cctx context.Context) (sandboxapi.RecoveryRecord, error) {
+	last, err := sandboxapi.ReadRecoveryRecordFile(d.cfg.RecordFile)
 	if err != nil {
-		return row, fmt.Errorf("%s: read the last durable record: %w", cp, err)
+		return last, fmt.Errorf("%s: read the last durable record: %w", d.cp, err)
 	}
-	track(recordOwner{r: last})
-	row.Durable = describeRecord(last)
-	rec.Observe(name("durable record at death"), last)
+	d.track(recordOwner{r: last})
+	d.row.Durable = describeRecord(last)
+	d.rec.Observe(d.name("durable record at death"), last)
 
-	// Controller death does not stop compute.
 	time.Sleep(300 * time.Millisecond)
-	computeID, after, err := computeState(cctx, env.Engine, last)
+	computeID, after, err := computeState(cctx, d.env.Engine, last)
 	if err != nil {
-		return row, err
+		return last, err
 	}
-	row.ComputeAfterKill = after
-	if row.ComputeAtKill == "running" {
-		rec.Equal(name("compute still running after controller death"), "running", after)
+	d.computeID = computeID
+	d.row.ComputeAfterKill = after
+	if d.row.ComputeAtKill == "running" {
+		d.rec.Equal(d.name("compute still running after controller death"), "running", after)
 	}
-	if scope != nil {
-		during := snapshot("after kill")
-		rec.Check(name("observer: keeper still in the scope after the kill"), "keeper in cgroup.procs", during.Procs, containsInt(during.Procs, scope.PID))
-		if cp == CheckpointExec {
-			pid := probeSleepPID(env.HostFS(), scope, snapshot)
-			rec.Check(name("observer: the process `qualbox-probe sleep 1000` still runs in the scope"), "a host PID", pid, pid > 0)
+	if d.scope != nil {
+		during := d.snapshot("after kill")
+		d.rec.Check(d.name("observer: keeper still in the scope after the kill"), "keeper in cgroup.procs", during.Procs, containsInt(during.Procs, d.scope.PID))
+		if d.cp == CheckpointExec {
+			pid := probeSleepPID(d.env.HostFS(), d.scope, d.snapshot)
+			d.rec.Check(d.name("observer: the process `qualbox-probe sleep 1000` still runs in the scope"), "a host PID", pid, pid > 0)
 		}
 	}
+	return last, nil
+}
 
-	// A fresh controller recovers from the last durable record.
+// recoverSandbox has a fresh controller reconcile the last durable record,
+// persist the owner's record when reconciliation advanced it, and destroy.
+// It returns the records whose resources must all be gone.
+func (d *death) recoverSandbox(cctx context.Context, last sandboxapi.RecoveryRecord) ([]sandboxapi.RecoveryRecord, error) {
+	env, rec, name := d.env, d.rec, d.name
 	wantKind, wantAdvance, err := expectedReconciliation(cctx, env.Engine, last)
 	if err != nil {
-		return row, err
+		return nil, err
 	}
-	fresh, err := driver.New(driver.Config{
+	d.fresh, err = driver.New(driver.Config{
 		Profile: env.Profile, Endpoint: env.Endpoint, Namespace: env.Namespace,
-		SpillDirectory: filepath.Join(dir, "spill-recovery"), ImageID: env.ImageID, User: env.User,
+		SpillDirectory: filepath.Join(d.dir, "spill-recovery"), ImageID: env.ImageID, User: env.User,
 	})
 	if err != nil {
-		return row, err
+		return nil, err
 	}
-	defer fresh.Close()
-	out2, rerr := fresh.Reconcile(cctx, last)
-	row.Reconciliation = string(out2.Kind)
+	out, rerr := d.fresh.Reconcile(cctx, last)
+	d.row.Reconciliation = string(out.Kind)
 	if rerr != nil {
-		row.Reconciliation = "error: " + rerr.Error()
+		d.row.Reconciliation = "error: " + rerr.Error()
 	}
-	got := row.Reconciliation
-	if out2.Kind == sandboxapi.ReconciliationConflict {
-		got += ": " + out2.Reason
+	got := d.row.Reconciliation
+	if out.Kind == sandboxapi.ReconciliationConflict {
+		got += ": " + out.Reason
 	}
-	rec.Check(name("reconciliation of the last durable record"), string(wantKind), got, rerr == nil && out2.Kind == wantKind)
+	rec.Check(name("reconciliation of the last durable record"), string(wantKind), got, rerr == nil && out.Kind == wantKind)
 	records := []sandboxapi.RecoveryRecord{last}
-	if out2.Owner != nil {
-		owner := out2.Owner
-		track(owner)
-		adv := owner.RecoveryRecord()
-		row.Advanced = !reflect.DeepEqual(adv, last)
-		rec.Equal(name("owner record advanced (a creating resource was found)"), wantAdvance, row.Advanced)
-		if row.Advanced {
-			records = append(records, adv)
-			perr := sandboxapi.PersistToFile(cfg.RecordFile)(cctx, adv)
-			back, berr := sandboxapi.ReadRecoveryRecordFile(cfg.RecordFile)
-			rec.Check(name("advanced owner record persisted before cleanup"), "the owner's record on disk", errText(errors.Join(perr, berr)),
-				perr == nil && berr == nil && reflect.DeepEqual(back, adv))
-			rec.Observe(name("advanced record"), adv)
-		}
-		derr := owner.Destroy(cctx)
-		var unc *driver.UncertainError
-		switch {
-		case derr == nil:
-			row.Destroy = "ok"
-		case errors.As(derr, &unc):
-			row.Destroy = "uncertain " + string(unc.Role)
-		default:
-			row.Destroy = "error: " + derr.Error()
-		}
-		// A "creating" resource whose name is absent keeps its retry owner:
-		// destroy says so instead of claiming success.
-		wantDestroy := "ok"
-		if wantKind == sandboxapi.ReconciliationUncertain {
-			wantDestroy = "uncertain <role>"
-		}
-		rec.Check(name("destroy by the recovered owner"), wantDestroy, row.Destroy,
-			derr == nil && wantKind != sandboxapi.ReconciliationUncertain || unc != nil && wantKind == sandboxapi.ReconciliationUncertain)
+	if out.Owner == nil {
+		return records, nil
 	}
-	left, err := leftovers(cctx, env.Engine, records...)
+	owner := out.Owner
+	d.track(owner)
+	adv := owner.RecoveryRecord()
+	d.row.Advanced = !reflect.DeepEqual(adv, last)
+	rec.Equal(name("owner record advanced (a creating resource was found)"), wantAdvance, d.row.Advanced)
+	if d.row.Advanced {
+		records = append(records, adv)
+		perr := sandboxapi.PersistToFile(d.cfg.RecordFile)(cctx, adv)
+		back, berr := sandboxapi.ReadRecoveryRecordFile(d.cfg.RecordFile)
+		rec.Check(name("advanced owner record persisted before cleanup"), "the owner's record on disk", errText(errors.Join(perr, berr)),
+			perr == nil && berr == nil && reflect.DeepEqual(back, adv))
+		rec.Observe(name("advanced record"), adv)
+	}
+	derr := owner.Destroy(cctx)
+	var unc *driver.UncertainError
+	switch {
+	case derr == nil:
+		d.row.Destroy = "ok"
+	case errors.As(derr, &unc):
+		d.row.Destroy = "uncertain " + string(unc.Role)
+	default:
+		d.row.Destroy = "error: " + derr.Error()
+	}
+	// A "creating" resource whose name is absent keeps its retry owner:
+	// destroy says so instead of claiming success.
+	wantDestroy := "ok"
+	if wantKind == sandboxapi.ReconciliationUncertain {
+		wantDestroy = "uncertain <role>"
+	}
+	rec.Check(name("destroy by the recovered owner"), wantDestroy, d.row.Destroy,
+		derr == nil && wantKind != sandboxapi.ReconciliationUncertain || unc != nil && wantKind == sandboxapi.ReconciliationUncertain)
+	return records, nil
+}
+
+// closeFresh closes the recovering controller, if recover made one.
+func (d *death) closeFresh() {
+	if d.fresh != nil {
+		d.fresh.Close()
+	}
+}
+
+// checkGone checks that no resource of records remains, by exact names and
+// IDs, and that the keeper's scope (when compute ran) is gone or empty.
+func (d *death) checkGone(cctx context.Context, records []sandboxapi.RecoveryRecord) error {
+	left, err := leftovers(cctx, d.env.Engine, records...)
 	if err != nil {
-		return row, err
+		return err
 	}
-	row.Left = len(left)
-	rec.Check(name("no resource of the sandbox remains (exact names and IDs)"), "none", strings.Join(append([]string{"none"}, left...)[min(len(left), 1):], ", "), len(left) == 0)
-	if scope != nil {
-		a := scope.WaitAbsent(cctx, env.HostFS(), 50*time.Millisecond)
-		row.Scope = a.String()
-		rec.Check(name("observer: scope gone or empty after recovery"), "gone|empty", a.String(), a.OK())
-		rec.Observe("observer:"+cp, map[string]any{"computeId": computeID, "scope": scope, "snapshots": snaps, "absence": a})
+	d.row.Left = len(left)
+	d.rec.Check(d.name("no resource of the sandbox remains (exact names and IDs)"), "none", strings.Join(append([]string{"none"}, left...)[min(len(left), 1):], ", "), len(left) == 0)
+	if d.scope != nil {
+		a := d.scope.WaitAbsent(cctx, d.env.HostFS(), 50*time.Millisecond)
+		d.row.Scope = a.String()
+		d.rec.Check(d.name("observer: scope gone or empty after recovery"), "gone|empty", a.String(), a.OK())
+		d.rec.Observe("observer:"+d.cp, map[string]any{"computeId": d.computeID, "scope": d.scope, "snapshots": d.snaps, "absence": a})
 	}
-	return row, nil
+	return nil
 }
 
 // probeSleepPID polls the scope (up to 5 s) for the probe's `sleep 1000`

@@ -13,13 +13,18 @@ import (
 
 // LostEngineReplies puts a scenario-owned Unix socket proxy between the
 // driver and the Engine that forwards a request and drops the Engine's
-// reply (seed: lost Engine replies). Case "create": the compute create
+// reply (docs/contract.md#recovery). Case "create": the compute create
 // lands but its reply is lost, so Start fails and the record keeps the
 // compute in "creating"; destroy must still find it by its exact planned
 // name and remove it. Case "remove": the reply to the compute removal is
 // lost, so stop fails; a retried stop and destroy must succeed. Afterwards
 // every resource is absent (the runner checks by exact ID or name).
-type LostEngineReplies struct{}
+type LostEngineReplies struct {
+	// CreateFault is the fault put on the compute create; nil is
+	// faultproxy.DropReply. Negative tests give faultproxy.DropRequest (the
+	// Engine never handled the request), which the scenario must fail.
+	CreateFault func(faultproxy.Match) faultproxy.Rule
+}
 
 // Name returns "lost-engine-replies".
 func (LostEngineReplies) Name() string { return "lost-engine-replies" }
@@ -62,7 +67,11 @@ func proxied(env *Env, name string, rules ...faultproxy.Rule) (*driver.Backend, 
 // Run executes both cases.
 func (s LostEngineReplies) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
 	if err := func() error {
-		b, p, done, err := proxied(env, "create", faultproxy.DropReply(faultproxy.Request("POST", `/containers/create`).Nth(1)))
+		fault := s.CreateFault
+		if fault == nil {
+			fault = faultproxy.DropReply
+		}
+		b, p, done, err := proxied(env, "create", fault(faultproxy.Request("POST", `/containers/create`).Nth(1)))
 		if err != nil {
 			return err
 		}
@@ -86,6 +95,14 @@ func (s LostEngineReplies) Run(ctx context.Context, env *Env, params map[string]
 		rec.Check("create: compute identity after the lost reply", "creating|identified", string(compute.Identity.Kind),
 			compute.Identity.Kind == sandboxapi.IdentityCreating || compute.Identity.Kind == sandboxapi.IdentityIdentified)
 		rec.Equal("create: the fault fired once", 1, len(p.Fired()))
+		// The reply was lost, not the request: the proxy read the Engine's
+		// answer to the create before dropping it. (The compute itself may
+		// already be gone: a failed start removes what it identified.)
+		status := 0
+		if fired := p.Fired(); len(fired) == 1 {
+			status = fired[0].Status
+		}
+		rec.Check("create: the Engine answered the create whose reply was lost (status the proxy read)", "201", status, status == 201)
 		stopErr, destroyErr := stopAndDestroy(ctx, env.Policy, res)
 		rec.Check("create: stop", "nil", errText(stopErr), stopErr == nil)
 		rec.Check("create: destroy removes the created compute by its exact name", "nil", errText(destroyErr), destroyErr == nil)

@@ -82,3 +82,11 @@ func (s leftoverChecked) Run(ctx context.Context, env *Env, params map[string]an
 	CheckNamespaceLeftovers(ctx, env, rec)
 	return err
 }
+
+// Exclusive forwards the wrapped scenario's Exclusive, if any.
+func (s leftoverChecked) Exclusive() string {
+	if x, ok := s.Scenario.(Exclusive); ok {
+		return x.Exclusive()
+	}
+	return ""
+}

@@ -39,6 +39,13 @@ type Scenario interface {
 	Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error
 }
 
+// Exclusive is implemented by a scenario that must not run beside others
+// under qualify's --parallel: Exclusive returns what it shares with them
+// (a timing bound, a host-wide resource), or "" when it shares nothing.
+type Exclusive interface {
+	Exclusive() string
+}
+
 // Registry maps scenario names to scenarios.
 type Registry map[string]Scenario
 
@@ -50,10 +57,15 @@ func Default() Registry {
 		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{}, LostEngineReplies{},
 		Transfer{}, ControllerDeath{})
 	for name, s := range r {
-		r[name] = leftoverChecked{s}
+		r[name] = WithLeftoverCheck(s)
 	}
 	return r
 }
+
+// WithLeftoverCheck returns s followed by CheckNamespaceLeftovers, as every
+// scenario of Default is; tests use it to register a variant of a
+// scenario.
+func WithLeftoverCheck(s Scenario) Scenario { return leftoverChecked{s} }
 
 // NewRegistry returns a registry of scenarios keyed by name.
 func NewRegistry(scenarios ...Scenario) Registry {

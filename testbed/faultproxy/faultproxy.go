@@ -99,6 +99,15 @@ const (
 	// ActionRefused: the proxy was severed; the connection was closed
 	// without forwarding.
 	ActionRefused Action = "refused"
+	// ActionDropRequest: the connection was closed without forwarding; the
+	// Engine never saw the request.
+	ActionDropRequest Action = "drop-request"
+	// ActionRewriteRequest: the request body was rewritten before it was
+	// forwarded.
+	ActionRewriteRequest Action = "rewrite-request"
+	// ActionRewriteReply: the Engine's 2xx reply body was rewritten before
+	// the client got it.
+	ActionRewriteReply Action = "rewrite-reply"
 )
 
 // Rule is one fault: a Match and what to do with the selected requests.
@@ -113,6 +122,8 @@ type Rule struct {
 	raw         []byte
 	contentType string
 	rawBody     bool
+	// rewrite: RewriteRequest's and RewriteReply's body transformation.
+	rewrite func([]byte) ([]byte, error)
 }
 
 func (r Rule) String() string {
@@ -168,6 +179,29 @@ func ReplaceBody(m Match, contentType string, body []byte) Rule {
 // {"message": message} without forwarding them to the Engine.
 func Answer(m Match, status int, message string) Rule {
 	return Rule{match: m, action: ActionAnswer, status: status, body: message}
+}
+
+// DropRequest closes the client connection on selected requests without
+// forwarding them: the Engine never handles the request and the client
+// never gets a reply, so it cannot tell this from a lost reply.
+func DropRequest(m Match) Rule { return Rule{match: m, action: ActionDropRequest} }
+
+// RewriteRequest forwards selected requests with their body replaced by
+// rewrite(body) (Content-Length adjusted): the Engine acts on a request
+// the client did not send. A rewrite error fails the exchange and closes
+// the connection without forwarding.
+func RewriteRequest(m Match, rewrite func(body []byte) ([]byte, error)) Rule {
+	return Rule{match: m, action: ActionRewriteRequest, rewrite: rewrite}
+}
+
+// RewriteReply forwards selected requests and, when the Engine answered
+// 2xx without upgrading, sends the client the Engine's status and headers
+// with the body replaced by rewrite(body): the Engine's answer is misreported,
+// for example an inspection that reads back a field the Engine did not
+// apply. Other replies pass unchanged and are recorded as ActionForward. A
+// rewrite error fails the exchange and closes the connection.
+func RewriteReply(m Match, rewrite func(body []byte) ([]byte, error)) Rule {
+	return Rule{match: m, action: ActionRewriteReply, rewrite: rewrite}
 }
 
 // Exchange is the evidence of one request the proxy saw.
@@ -416,6 +450,23 @@ func (p *Proxy) handle(client net.Conn) {
 		if rule.action == ActionRefused {
 			return
 		}
+		if rule.action == ActionDropRequest {
+			_, _ = io.Copy(io.Discard, req.Body)
+			return
+		}
+		if rule.action == ActionRewriteRequest {
+			body, err := io.ReadAll(req.Body)
+			if err == nil {
+				body, err = rule.rewrite(body)
+			}
+			if err != nil {
+				p.fail(i, fmt.Errorf("rewrite request: %w", err))
+				return
+			}
+			req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			req.TransferEncoding = nil
+			req.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		}
 		if rule.action == ActionAnswer {
 			p.update(i, func(e *Exchange) { e.ClientStatus = rule.status })
 			_, _ = io.Copy(io.Discard, req.Body)
@@ -458,6 +509,25 @@ func (p *Proxy) handle(client net.Conn) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			return
+		case ActionRewriteReply:
+			if resp.StatusCode < 200 || resp.StatusCode > 299 || resp.StatusCode == http.StatusSwitchingProtocols {
+				p.update(i, func(e *Exchange) { e.Action, e.Rule = ActionForward, "" })
+				break
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				body, err = rule.rewrite(body)
+			}
+			if err != nil {
+				p.fail(i, fmt.Errorf("rewrite reply: %w", err))
+				return
+			}
+			p.update(i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
+			if err := writeBody(client, req, resp, resp.Header.Get("Content-Type"), body); err != nil || req.Close || resp.Close {
+				return
+			}
+			continue
 		case ActionReplaceReply:
 			if rule.rawBody && (resp.StatusCode < 200 || resp.StatusCode > 299) {
 				p.update(i, func(e *Exchange) { e.Action, e.Rule = ActionForward, "" })

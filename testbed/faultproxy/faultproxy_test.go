@@ -341,3 +341,67 @@ func TestNewRejectsLongSocketPaths(t *testing.T) {
 	_, err = faultproxy.New(shortDir(t), "relative.sock")
 	assert.ErrorContains(t, err, "absolute")
 }
+
+func TestDropRequestNeverReachesTheEngine(t *testing.T) {
+	f := newFake(t)
+	p := newProxy(t, f.socket, faultproxy.DropRequest(faultproxy.Request("POST", "/items").Nth(1)))
+	c := httpClient(p)
+	_, err := post(t, c, strings.NewReader("a"))
+	assert.Check(t, err != nil, "no reply to the dropped request")
+	got, err := post(t, c, strings.NewReader("b"))
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(got, `201 {"length":1}`))
+	assert.Check(t, is.Equal(f.effects.Load(), int64(1)), "only the second request reached the Engine")
+	fired := p.Fired()
+	assert.Assert(t, is.Len(fired, 1))
+	assert.Check(t, is.Equal(fired[0].Action, faultproxy.ActionDropRequest))
+	assert.Check(t, is.Equal(fired[0].Status, 0))
+	assert.Check(t, is.Equal(fired[0].ClientStatus, 0))
+}
+
+func TestRewriteRequestAndReply(t *testing.T) {
+	f := newFake(t)
+	double := func(b []byte) ([]byte, error) { return append(b, b...), nil }
+	p := newProxy(t, f.socket,
+		faultproxy.RewriteRequest(faultproxy.Request("POST", "/items"), double),
+		faultproxy.RewriteReply(faultproxy.Request("GET", "/(echo|missing)"), func(b []byte) ([]byte, error) {
+			return []byte(strings.ToUpper(string(b))), nil
+		}))
+	c := httpClient(p)
+	// The Engine sees the rewritten body, also when it was sent chunked.
+	got, err := post(t, c, strings.NewReader("abc"))
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(got, `201 {"length":6}`))
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte("xy"))
+		pw.Close()
+	}()
+	got, err = post(t, c, pr)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(got, `201 {"length":4}`))
+	resp, err := c.Get("http://docker/v1.41/echo")
+	assert.NilError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Check(t, is.Equal(string(body), "HELLO"))
+	assert.Check(t, is.Equal(resp.Header.Get("X-Fake-Stat"), "e30="), "the Engine's headers are kept")
+	resp, err = c.Get("http://docker/v1.41/missing")
+	assert.NilError(t, err)
+	resp.Body.Close()
+	assert.Check(t, is.Equal(resp.StatusCode, 404))
+	assert.Check(t, is.Equal(f.conns.Load(), int64(1)), "keep-alive survives both rewrites")
+	seen := p.Seen()
+	assert.Assert(t, is.Len(seen, 4))
+	assert.Check(t, is.Equal(seen[0].Action, faultproxy.ActionRewriteRequest))
+	assert.Check(t, is.Equal(seen[2].Action, faultproxy.ActionRewriteReply))
+	assert.Check(t, is.Equal(seen[2].ClientStatus, 200))
+	assert.Check(t, is.Equal(seen[3].Action, faultproxy.ActionForward), "a non-2xx reply passes unchanged")
+
+	// A failing rewrite fails the exchange; nothing reaches the Engine.
+	p.SetRules(faultproxy.RewriteRequest(faultproxy.Request("POST", "/items"), func([]byte) ([]byte, error) { return nil, io.ErrUnexpectedEOF }))
+	_, err = post(t, c, strings.NewReader("z"))
+	assert.Check(t, err != nil)
+	assert.Check(t, is.Equal(f.effects.Load(), int64(2)))
+	assert.Check(t, is.Contains(p.Seen()[4].Err, "rewrite request: unexpected EOF"))
+}

@@ -1,0 +1,234 @@
+package qualify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
+	"github.com/qualbox/qualbox/qualify/scenario"
+)
+
+// job is one run of one manifest entry: repetition r (1-based), entry i
+// (0-based) and its campaign-wide index k (1-based), which names its
+// directory "<k>-<name>".
+type job struct {
+	k, r, i int
+	e       manifest.Entry
+}
+
+// campaign is the state of runCampaign shared by its scenario goroutines.
+type campaign struct {
+	cfg    Config
+	run    *evidence.Run
+	out    string
+	stderr io.Writer
+	total  int
+
+	mu      sync.Mutex
+	sums    []*evidence.ScenarioSummary // by k-1; nil when not run
+	results []*evidence.Scenario        // by k-1; nil when not run
+	order   []string
+	err     error
+}
+
+// runCampaign runs every manifest entry cfg.Repeat times (at least once),
+// up to cfg.Parallel at a time within a repetition, and fills
+// run.Scenarios with every run in campaign order (and run.Campaign, with
+// each entry's tally when repeated, when it repeated or ran in
+// parallel). It returns the scenario evidence that was written, in campaign order. A
+// scenario that implements scenario.Exclusive waits for the running ones
+// and runs alone. After ctx is cancelled nothing new starts; what did not
+// start is listed as skipped ("not run: interrupted").
+func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string, stderr io.Writer) ([]*evidence.Scenario, error) {
+	m := cfg.Manifest
+	repeat, parallel := max(cfg.Repeat, 1), max(cfg.Parallel, 1)
+	n := len(m.Scenarios)
+	c := &campaign{cfg: cfg, run: run, out: out, stderr: stderr, total: repeat * n,
+		sums: make([]*evidence.ScenarioSummary, repeat*n), results: make([]*evidence.Scenario, repeat*n)}
+	var rounds []evidence.CampaignRound
+	for r := 1; r <= repeat; r++ {
+		round := evidence.CampaignRound{Repeat: r, Order: []string{}}
+		c.mu.Lock()
+		c.order = nil
+		c.mu.Unlock()
+		slots := make(chan struct{}, parallel)
+		var wg sync.WaitGroup
+		for i, e := range m.Scenarios {
+			j := job{k: (r-1)*n + i + 1, r: r, i: i, e: e}
+			exclusive := exclusiveReason(cfg.Registry[e.Name]) != ""
+			if exclusive {
+				wg.Wait()
+			}
+			if ctx.Err() == nil {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+				}
+			}
+			if ctx.Err() != nil {
+				c.notRun(j)
+				continue
+			}
+			if exclusive {
+				round.Exclusive = append(round.Exclusive, c.dirName(j))
+			}
+			c.mu.Lock()
+			c.order = append(c.order, c.dirName(j))
+			c.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				c.runJob(ctx, j, parallel > 1)
+			}()
+			if exclusive || parallel == 1 {
+				wg.Wait()
+			}
+		}
+		wg.Wait()
+		c.mu.Lock()
+		round.Order = append(round.Order, c.order...)
+		err := c.err
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		rounds = append(rounds, round)
+	}
+
+	var written []*evidence.Scenario
+	for _, ev := range c.results {
+		if ev != nil {
+			written = append(written, ev)
+		}
+	}
+	if repeat > 1 || parallel > 1 {
+		run.Campaign = &evidence.Campaign{Repeat: repeat, Parallel: parallel, Rounds: rounds}
+	}
+	for _, s := range c.sums {
+		run.Scenarios = append(run.Scenarios, *s)
+	}
+	if repeat > 1 {
+		// Tally each manifest entry over its runs.
+		for i, e := range m.Scenarios {
+			t := evidence.CampaignScenario{Index: i + 1, Name: e.Name}
+			var verdicts []evidence.Verdict
+			for r := 0; r < repeat; r++ {
+				s := c.sums[r*n+i]
+				if s.Dir == "" {
+					continue // not run: interrupted
+				}
+				t.Runs++
+				if s.Verdict.Kind == evidence.Passed {
+					t.Passes++
+				}
+				verdicts = append(verdicts, s.Verdict)
+			}
+			t.Verdict = evidence.CombineRuns(verdicts)
+			run.Campaign.Scenarios = append(run.Campaign.Scenarios, t)
+		}
+	}
+	return written, nil
+}
+
+// dirName is the directory of j's evidence: "<nn>-<name>" with the
+// campaign-wide index.
+func (c *campaign) dirName(j job) string { return fmt.Sprintf("%02d-%s", j.k, j.e.Name) }
+
+// label is j's progress label: "[k/total] name", plus "(run r)" when
+// repeated.
+func (c *campaign) label(j job) string {
+	l := fmt.Sprintf("[%d/%d] %s", j.k, c.total, j.e.Name)
+	if c.cfg.Repeat > 1 {
+		l += fmt.Sprintf(" (run %d)", j.r)
+	}
+	return l
+}
+
+// notRun records j as skipped because the run was interrupted first.
+func (c *campaign) notRun(j job) {
+	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Verdict: evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}}
+	if c.cfg.Repeat > 1 {
+		sum.Repeat = j.r
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.run.Interrupted = true
+	c.sums[j.k-1] = sum
+	fmt.Fprintf(c.stderr, "%s ... %s\n", c.label(j), sum.Verdict)
+}
+
+// runJob runs one scenario in its own directory and namespace and writes
+// its evidence. concurrent prints the progress line only once done, so
+// lines of concurrent scenarios do not interleave.
+func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
+	cfg, m := c.cfg, c.cfg.Manifest
+	dirName := c.dirName(j)
+	dir := filepath.Join(c.out, dirName)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		c.fail(err)
+		return
+	}
+	if !concurrent {
+		fmt.Fprintf(c.stderr, "%s ...", c.label(j))
+		if cfg.Verbose {
+			fmt.Fprintln(c.stderr)
+		}
+	}
+	env := &scenario.Env{
+		Profile: m.Profile, Endpoint: m.Endpoint, ImageID: cfg.ImageID, User: m.User,
+		Namespace: scenarioNamespace(m.Namespace, j.e.Name), Policy: m.Policy, Dir: dir, Engine: cfg.Engine, Host: cfg.Host,
+	}
+	if cfg.Verbose {
+		prefix := "      "
+		if concurrent {
+			prefix = "      " + dirName + ": "
+		}
+		env.Logf = func(format string, args ...any) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			fmt.Fprintf(c.stderr, prefix+format+"\n", args...)
+		}
+	}
+	ev := runScenario(ctx, cfg.Registry[j.e.Name], env, j.k, j.e, cfg.Engine)
+	if c.cfg.Repeat > 1 {
+		ev.Repeat = j.r
+	}
+	if err := evidence.WriteJSON(filepath.Join(dir, EvidenceFile), ev); err != nil {
+		c.fail(err)
+		return
+	}
+	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Dir: dirName, Verdict: ev.Verdict, Checks: len(ev.Checks),
+		Passed: ev.PassedChecks(), DurationMs: ev.Timing.DurationMs, Detail: detail(ev), Repeat: ev.Repeat}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ctx.Err() != nil && ev.Verdict.Kind == evidence.Failed {
+		c.run.Interrupted = true
+	}
+	c.sums[j.k-1], c.results[j.k-1] = sum, ev
+	if concurrent || cfg.Verbose {
+		fmt.Fprintf(c.stderr, "%s ...", c.label(j))
+	}
+	fmt.Fprintf(c.stderr, " %s (%s)\n", ev.Verdict, evidence.FormatDuration(ev.Timing.Duration()))
+}
+
+func (c *campaign) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// exclusiveReason returns why s must run alone, or "".
+func exclusiveReason(s scenario.Scenario) string {
+	if x, ok := s.(scenario.Exclusive); ok {
+		return x.Exclusive()
+	}
+	return ""
+}
