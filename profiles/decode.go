@@ -112,18 +112,19 @@ const (
 
 // LimitError reports a profile document beyond one of its bounds.
 type LimitError struct {
-	// Limit names the bound: "bytes", "depth", "nodes" or "scalar bytes".
+	// Limit names the bound: "MaxBytes", "MaxDepth", "MaxNodes" or
+	// "MaxScalarBytes".
 	Limit string
 	// Max is the bound (MaxBytes, MaxDepth, MaxNodes or MaxScalarBytes).
 	Max int
-	// Line is the 1-based line where the bound was crossed, 0 for "bytes".
+	// Line is the 1-based line where the bound was crossed, 0 for MaxBytes.
 	Line int
 }
 
 var _ error = (*LimitError)(nil)
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("profile document exceeds its %s limit of %d", e.Limit, e.Max)
+	return fmt.Sprintf("profile document exceeds %s (%d)", e.Limit, e.Max)
 }
 
 // checkBounds walks the document, expanding each alias where it is used,
@@ -138,11 +139,11 @@ func checkBounds(root *yaml.Node) *LimitError {
 		nodes++
 		switch {
 		case nodes > MaxNodes:
-			return &LimitError{Limit: "nodes", Max: MaxNodes, Line: n.Line}
+			return &LimitError{Limit: "MaxNodes", Max: MaxNodes, Line: n.Line}
 		case depth > MaxDepth:
-			return &LimitError{Limit: "depth", Max: MaxDepth, Line: n.Line}
+			return &LimitError{Limit: "MaxDepth", Max: MaxDepth, Line: n.Line}
 		case len(n.Value) > MaxScalarBytes:
-			return &LimitError{Limit: "scalar bytes", Max: MaxScalarBytes, Line: n.Line}
+			return &LimitError{Limit: "MaxScalarBytes", Max: MaxScalarBytes, Line: n.Line}
 		case n.Kind == yaml.AliasNode:
 			return walk(n.Alias, depth)
 		}
@@ -198,7 +199,7 @@ func parse(name string, data []byte) (Profile, error) {
 	}
 
 	if len(data) > MaxBytes {
-		return Profile{}, limit(&LimitError{Limit: "bytes", Max: MaxBytes})
+		return Profile{}, limit(&LimitError{Limit: "MaxBytes", Max: MaxBytes})
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {

@@ -61,17 +61,17 @@ func TestParseLimits(t *testing.T) {
 		name, limit string
 		data        string
 	}{
-		{"bytes", "bytes", "name: " + strings.Repeat("x", MaxBytes)},
-		{"depth", "depth", "cgroup: " + strings.Repeat("[", 20) + strings.Repeat("]", 20)},
-		{"billion laughs", "nodes", laughs + "seccomp: *a9\n"},
-		{"huge scalar", "scalar bytes", "name: " + strings.Repeat("y", MaxScalarBytes+1)},
+		{"bytes", "MaxBytes", "name: " + strings.Repeat("x", MaxBytes)},
+		{"depth", "MaxDepth", "cgroup: " + strings.Repeat("[", 20) + strings.Repeat("]", 20)},
+		{"billion laughs", "MaxNodes", laughs + "seccomp: *a9\n"},
+		{"huge scalar", "MaxScalarBytes", "name: " + strings.Repeat("y", MaxScalarBytes+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse("example", []byte(tc.data))
 			var lerr *LimitError
 			assert.Assert(t, errors.As(err, &lerr), "got %v", err)
 			assert.Equal(t, lerr.Limit, tc.limit)
-			assert.ErrorContains(t, err, "limit")
+			assert.ErrorContains(t, err, tc.limit)
 		})
 	}
 }

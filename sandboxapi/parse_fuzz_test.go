@@ -155,3 +155,15 @@ func FuzzParseProcessSpec(f *testing.F) {
 		}
 	})
 }
+
+// A malformed document is one root issue: duplicates seen before the
+// syntax error or trailing data are not reported as if the structure held.
+func TestMalformedJSONIsOneRootIssue(t *testing.T) {
+	for _, data := range []string{`{"":10, "":0`, `{"a":1,"a":2}{}`} {
+		_, err := ParsePolicy([]byte(data))
+		issues := validationIssues(t, err, []byte(data))
+		if !rootSyntax(issues) {
+			t.Errorf("%q: issues %v, want one root syntax issue", data, issues)
+		}
+	}
+}

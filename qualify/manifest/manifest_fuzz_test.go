@@ -122,17 +122,17 @@ func TestParseLimits(t *testing.T) {
 		name, limit string
 		data        string
 	}{
-		{"bytes", "bytes", "profile: " + strings.Repeat("x", manifest.MaxBytes)},
-		{"depth", "depth", "policy: " + strings.Repeat("[", 40) + strings.Repeat("]", 40)},
-		{"billion laughs", "nodes", laughs + "policy: *a9\n"},
-		{"huge scalar", "scalar bytes", "output: " + strings.Repeat("y", manifest.MaxScalarBytes+1)},
+		{"bytes", "MaxBytes", "profile: " + strings.Repeat("x", manifest.MaxBytes)},
+		{"depth", "MaxDepth", "policy: " + strings.Repeat("[", 40) + strings.Repeat("]", 40)},
+		{"billion laughs", "MaxNodes", laughs + "policy: *a9\n"},
+		{"huge scalar", "MaxScalarBytes", "output: " + strings.Repeat("y", manifest.MaxScalarBytes+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := manifest.Parse("m.yaml", []byte(tc.data), scenario.Default())
 			var lerr *manifest.LimitError
 			assert.Assert(t, errors.As(err, &lerr), "got %v", err)
 			assert.Equal(t, lerr.Limit, tc.limit)
-			assert.ErrorContains(t, err, "limit")
+			assert.ErrorContains(t, err, tc.limit)
 		})
 	}
 }
