@@ -23,7 +23,7 @@ func FuzzScopeDirs(f *testing.F) {
 		}
 		switch version {
 		case 1:
-			if len(dirs) == 0 || dirs["memory"] == "" {
+			if _, ok := dirs["memory"]; !ok {
 				t.Fatalf("v1 scope without a memory directory: %v", dirs)
 			}
 		case 2:

@@ -125,3 +125,26 @@ func FuzzParseStatus(f *testing.F) {
 		}
 	})
 }
+
+// Decode refuses more than MaxFactsBytes before decoding, and anything but
+// one facts object.
+func TestDecodeRefusals(t *testing.T) {
+	big := `{"hostname":"` + strings.Repeat("h", MaxFactsBytes) + `"}`
+	for name, data := range map[string]string{
+		"oversize":      big,
+		"two objects":   `{}{}`,
+		"unknown field": `{"extra":1}`,
+		"array":         `[{}]`,
+		"empty":         ``,
+	} {
+		_, err := Decode([]byte(data))
+		var derr *DecodeError
+		if !errors.As(err, &derr) {
+			t.Errorf("%s: %v, want *DecodeError", name, err)
+		}
+	}
+	f, err := Decode([]byte(`{"schema":"` + Schema + `","hostname":"h"}` + "\n"))
+	if err != nil || f.Schema != Schema || f.Hostname != "h" {
+		t.Fatalf("one object with a newline: %+v, %v", f, err)
+	}
+}
