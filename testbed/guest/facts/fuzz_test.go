@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // FuzzDecode: Decode never panics and refuses with a *DecodeError; what it
@@ -34,8 +36,20 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decode of re-marshalled %s: %v", out, err)
 		}
-		if diff := cmp.Diff(facts, again); diff != "" {
+		// The probe's encoding omits empty lists (omitempty), so an empty
+		// list and an absent one are the same facts.
+		if diff := cmp.Diff(facts, again, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("round trip differs (-first +again):\n%s\ninput: %q", diff, data)
+		}
+		// Every top-level key is a field name spelled exactly.
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(data, &top); err != nil {
+			t.Fatalf("accepted input is not an object: %v", err)
+		}
+		for k := range top {
+			if _, ok := jsonField(reflect.TypeFor[Facts](), k); !ok {
+				t.Fatalf("accepted key %q, not a Facts field\ninput: %q", k, data)
+			}
 		}
 	})
 }
@@ -136,12 +150,20 @@ func TestDecodeRefusals(t *testing.T) {
 		"unknown field": `{"extra":1}`,
 		"array":         `[{}]`,
 		"empty":         ``,
+		"case-folded":   `{"SCHEMA":"x"}`,
+		"nested case":   `{"status":{"CapEff":"0000000000000000"}}`,
+		"duplicate":     `{"hostname":"a","hostname":"b"}`,
+		"deep":          `{"errors":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`,
 	} {
 		_, err := Decode([]byte(data))
 		var derr *DecodeError
 		if !errors.As(err, &derr) {
 			t.Errorf("%s: %v, want *DecodeError", name, err)
 		}
+	}
+	rec, err := Decode(read(t, recorded+"facts.json"))
+	if err != nil || rec.Schema != Schema || rec.Identity.UID != 65534 || len(rec.Mounts) == 0 {
+		t.Fatalf("recorded probe output: %+v, %v", rec, err)
 	}
 	f, err := Decode([]byte(`{"schema":"` + Schema + `","hostname":"h"}` + "\n"))
 	if err != nil || f.Schema != Schema || f.Hostname != "h" {
