@@ -9,7 +9,7 @@ MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 KEYS    ?= /var/lib/qualbox/keys
 TRUSTED_KEY ?= reports/keys/qualbox-ed25519.pub
 
-.PHONY: test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
+.PHONY: fuzz test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
 
 engine:
 	@scripts/engine.sh up
@@ -48,6 +48,14 @@ bench: engine
 ## bench-transfer: workspace import/export of 256 MiB in 10,000 files against `docker cp`, and peak RSS exporting 200,000 vs 10,000 files.
 bench-transfer: engine
 	$(GO) test -run '^$$' -bench 'BenchmarkImport$$|BenchmarkExport$$|BenchmarkExportPeakRSS$$' -benchtime 1x -timeout 30m ./driver/
+
+## fuzz: every fuzz target (found with go test -list '^Fuzz') for FUZZTIME each (default 30s), keeping new
+## interesting inputs in each package's testdata/fuzz/<Target>/ (FUZZKEEP=0 keeps none; FUZZ=regexp selects targets).
+FUZZTIME ?= 30s
+FUZZ     ?= .
+FUZZKEEP ?= 1
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ='$(FUZZ)' FUZZKEEP=$(FUZZKEEP) scripts/fuzz.sh
 
 ## lint: formatting, vet and staticcheck across the workspace.
 lint:

@@ -82,6 +82,79 @@ type InvalidProfileError struct {
 	File string
 	// Issues lists the problems in document order, at least one.
 	Issues []Issue
+	// Limit is set when the document exceeds a parser bound; Unwrap
+	// returns it, so errors.As finds a *LimitError.
+	Limit *LimitError
+}
+
+// Unwrap returns the exceeded bound, or nil.
+func (e *InvalidProfileError) Unwrap() error {
+	if e.Limit == nil {
+		return nil
+	}
+	return e.Limit
+}
+
+// Bounds on a profile document (docs/untrusted-inputs.md). Profiles are
+// embedded, but a profile document is still YAML that a change can make
+// hostile; the parser refuses documents beyond these before decoding.
+const (
+	// MaxBytes bounds a profile document, in bytes.
+	MaxBytes = 64 << 10
+	// MaxDepth bounds the nesting of mappings and sequences, aliases
+	// counted where they are used.
+	MaxDepth = 16
+	// MaxNodes bounds the YAML nodes with every alias expanded.
+	MaxNodes = 10_000
+	// MaxScalarBytes bounds one scalar (key or value), in bytes.
+	MaxScalarBytes = 4 << 10
+)
+
+// LimitError reports a profile document beyond one of its bounds.
+type LimitError struct {
+	// Limit names the bound: "MaxBytes", "MaxDepth", "MaxNodes" or
+	// "MaxScalarBytes".
+	Limit string
+	// Max is the bound (MaxBytes, MaxDepth, MaxNodes or MaxScalarBytes).
+	Max int
+	// Line is the 1-based line where the bound was crossed, 0 for MaxBytes.
+	Line int
+}
+
+var _ error = (*LimitError)(nil)
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("profile document exceeds %s (%d)", e.Limit, e.Max)
+}
+
+// checkBounds walks the document, expanding each alias where it is used,
+// and returns the first bound crossed.
+func checkBounds(root *yaml.Node) *LimitError {
+	nodes := 0
+	var walk func(n *yaml.Node, depth int) *LimitError
+	walk = func(n *yaml.Node, depth int) *LimitError {
+		if n == nil {
+			return nil
+		}
+		nodes++
+		switch {
+		case nodes > MaxNodes:
+			return &LimitError{Limit: "MaxNodes", Max: MaxNodes, Line: n.Line}
+		case depth > MaxDepth:
+			return &LimitError{Limit: "MaxDepth", Max: MaxDepth, Line: n.Line}
+		case len(n.Value) > MaxScalarBytes:
+			return &LimitError{Limit: "MaxScalarBytes", Max: MaxScalarBytes, Line: n.Line}
+		case n.Kind == yaml.AliasNode:
+			return walk(n.Alias, depth)
+		}
+		for _, c := range n.Content {
+			if err := walk(c, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(root, 0)
 }
 
 // Issue is one problem in a profile document.
@@ -115,14 +188,25 @@ func (is *issues) add(field, format string, args ...any) {
 }
 
 // parse decodes and validates the document data of the profile name (the
-// file name without ".yaml"). It returns *InvalidProfileError.
+// file name without ".yaml"). It returns *InvalidProfileError, wrapping a
+// *LimitError when data exceeds MaxBytes, MaxDepth, MaxNodes or
+// MaxScalarBytes.
 func parse(name string, data []byte) (Profile, error) {
 	file := name + ".yaml"
 	invalid := func(is issues) error { return &InvalidProfileError{File: file, Issues: is} }
+	limit := func(l *LimitError) error {
+		return &InvalidProfileError{File: file, Issues: issues{{Problem: l.Error()}}, Limit: l}
+	}
 
+	if len(data) > MaxBytes {
+		return Profile{}, limit(&LimitError{Limit: "MaxBytes", Max: MaxBytes})
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return Profile{}, invalid(issues{{Problem: err.Error()}})
+	}
+	if l := checkBounds(&root); l != nil {
+		return Profile{}, limit(l)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 {
 		return Profile{}, invalid(issues{{Problem: "want exactly one YAML document"}})

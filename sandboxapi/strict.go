@@ -102,16 +102,19 @@ type jsonObject struct {
 
 // decodeTree decodes exactly one JSON value into a tree of *jsonObject,
 // []any, string, json.Number, bool and nil. Duplicate keys are issues at the
-// duplicate's path; syntax errors and trailing data are root issues.
+// duplicate's path; syntax errors and trailing data are the one root issue
+// of a malformed document, replacing any duplicates seen before them.
 func decodeTree(data []byte, l *issueList) (any, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	v, err := readValue(dec, nil, l, 0)
 	if err != nil {
+		*l = issueList{}
 		l.add(nil, "invalid JSON: %v", err)
 		return nil, false
 	}
 	if _, err := dec.Token(); err != io.EOF {
+		*l = issueList{}
 		l.add(nil, "invalid JSON: data after the top-level value")
 		return nil, false
 	}

@@ -99,9 +99,85 @@ type Issue struct {
 type Error struct {
 	File   string
 	Issues []Issue
+	// Limit is set when the manifest exceeds a parser bound; Unwrap
+	// returns it, so errors.As finds a *LimitError.
+	Limit *LimitError
 }
 
 var _ error = (*Error)(nil)
+
+// Unwrap returns the exceeded bound, or nil.
+func (e *Error) Unwrap() error {
+	if e.Limit == nil {
+		return nil
+	}
+	return e.Limit
+}
+
+// Bounds on a manifest document (docs/untrusted-inputs.md). A manifest
+// selects what runs against a real Engine and may come from a pull
+// request, so the parser refuses documents beyond them before decoding
+// values: go.yaml.in/yaml/v3 only bounds alias expansion by a ratio and
+// nesting at 10,000 levels.
+const (
+	// MaxBytes bounds the manifest file, in bytes.
+	MaxBytes = 1 << 20
+	// MaxDepth bounds the nesting of mappings and sequences, aliases
+	// counted where they are used.
+	MaxDepth = 32
+	// MaxNodes bounds the YAML nodes of the document with every alias
+	// expanded where it is used (billion laughs stays small).
+	MaxNodes = 100_000
+	// MaxScalarBytes bounds one scalar (key or value), in bytes.
+	MaxScalarBytes = 64 << 10
+)
+
+// LimitError reports a manifest beyond one of its bounds.
+type LimitError struct {
+	// Limit names the bound: "MaxBytes", "MaxDepth", "MaxNodes" or
+	// "MaxScalarBytes".
+	Limit string
+	// Max is the bound (MaxBytes, MaxDepth, MaxNodes or MaxScalarBytes).
+	Max int
+	// Line is the 1-based line where the bound was crossed, 0 for MaxBytes.
+	Line int
+}
+
+var _ error = (*LimitError)(nil)
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("manifest exceeds %s (%d)", e.Limit, e.Max)
+}
+
+// checkBounds walks the document, expanding each alias where it is used,
+// and returns the first bound crossed.
+func checkBounds(root *yaml.Node) *LimitError {
+	nodes := 0
+	var walk func(n *yaml.Node, depth int) *LimitError
+	walk = func(n *yaml.Node, depth int) *LimitError {
+		if n == nil {
+			return nil
+		}
+		nodes++
+		switch {
+		case nodes > MaxNodes:
+			return &LimitError{Limit: "MaxNodes", Max: MaxNodes, Line: n.Line}
+		case depth > MaxDepth:
+			return &LimitError{Limit: "MaxDepth", Max: MaxDepth, Line: n.Line}
+		case len(n.Value) > MaxScalarBytes:
+			return &LimitError{Limit: "MaxScalarBytes", Max: MaxScalarBytes, Line: n.Line}
+		case n.Kind == yaml.AliasNode:
+			return walk(n.Alias, depth)
+		}
+		for _, c := range n.Content {
+			if err := walk(c, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(root, 0)
+}
 
 func (e *Error) Error() string {
 	parts := make([]string, len(e.Issues))
@@ -140,17 +216,29 @@ var imageIDPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 var topFields = []string{"profile", "engine", "image", "user", "namespace", "output", "policy", "scenarios"}
 
 // Parse parses manifest data read from file (used in messages only). It
-// returns *Error listing every problem found.
+// returns *Error listing every problem found; a manifest beyond MaxBytes,
+// MaxDepth, MaxNodes or MaxScalarBytes is refused with an *Error that
+// wraps a *LimitError, before any value is decoded. Duplicate keys are
+// problems, never last-one-wins.
 func Parse(file string, data []byte, v Validator) (*Manifest, error) {
 	sum := sha256.Sum256(data)
 	m := &Manifest{Path: file, SHA256: hex.EncodeToString(sum[:]), User: DefaultUser, Namespace: DefaultNamespace}
 	var is issues
 	fail := func() (*Manifest, error) { return nil, &Error{File: file, Issues: is} }
+	limit := func(l *LimitError) (*Manifest, error) {
+		return nil, &Error{File: file, Issues: []Issue{{Line: l.Line, Problem: l.Error()}}, Limit: l}
+	}
 
+	if len(data) > MaxBytes {
+		return limit(&LimitError{Limit: "MaxBytes", Max: MaxBytes})
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		is.add("", 0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 		return fail()
+	}
+	if l := checkBounds(&root); l != nil {
+		return limit(l)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
 		is.add("", 0, "want one YAML mapping with fields %s", strings.Join(topFields, ", "))
@@ -222,13 +310,22 @@ func Parse(file string, data []byte, v Validator) (*Manifest, error) {
 	return m, nil
 }
 
-// fields indexes a mapping's values by key, reporting unknown keys.
+// fields indexes a mapping's values by key, reporting unknown and
+// duplicate keys (the first of duplicates is kept).
 func fields(n *yaml.Node, at string, allowed []string, is *issues) map[string]*yaml.Node {
 	out := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			is.add(at, k.Line, "want string keys, got %s", describe(k))
+			continue
+		}
 		if !slices.Contains(allowed, k.Value) {
 			is.add(join(at, k.Value), k.Line, "unknown field: allowed %s", strings.Join(allowed, ", "))
+			continue
+		}
+		if _, dup := out[k.Value]; dup {
+			is.add(join(at, k.Value), k.Line, "duplicate field")
 			continue
 		}
 		out[k.Value] = val

@@ -73,56 +73,10 @@ func Resolve(fsys fs.FS, pid int) (Scope, error) {
 	if s.StartTime, err = StartTime(fsys, pid); err != nil {
 		return s, err
 	}
-	mounts := cgroupMounts(fsys)
-	v1 := map[string][2]string{} // controller: hierarchy, path
-	v2 := ""
-	haveV2 := false
-	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			return s, fmt.Errorf("observer: /proc/%d/cgroup: malformed line %q", pid, line)
-		}
-		if parts[1] == "" {
-			v2, haveV2 = parts[2], true
-			continue
-		}
-		for c := range strings.SplitSeq(parts[1], ",") {
-			v1[c] = [2]string{parts[1], parts[2]}
-		}
-	}
-	if _, ok := v1["memory"]; ok {
-		s.Version = 1
-		for _, c := range controllers {
-			hp, ok := v1[c]
-			if !ok {
-				continue
-			}
-			m, ok := mounts[c]
-			if !ok {
-				m = mount{point: "sys/fs/cgroup/" + hp[0], root: "/"}
-			}
-			d, err := m.dir(hp[1])
-			if err != nil {
-				return s, fmt.Errorf("observer: /proc/%d/cgroup %s: %w", pid, c, err)
-			}
-			s.Dirs[c] = d
-		}
-	} else {
-		if !haveV2 {
-			return s, fmt.Errorf("observer: /proc/%d/cgroup names neither a v1 memory controller nor a v2 path", pid)
-		}
-		m, ok := mounts[""]
-		if !ok {
-			m = mount{point: "sys/fs/cgroup", root: "/"}
-		}
-		d, err := m.dir(v2)
-		if err != nil {
-			return s, fmt.Errorf("observer: /proc/%d/cgroup: %w", pid, err)
-		}
-		s.Version = 2
-		for _, c := range controllers {
-			s.Dirs[c] = d
-		}
+	mountinfo, _ := fs.ReadFile(fsys, "proc/self/mountinfo")
+	s.Version, s.Dirs, err = scopeDirs(pid, data, mountinfo)
+	if err != nil {
+		return s, err
 	}
 	for _, c := range controllers {
 		d, ok := s.Dirs[c]
@@ -134,6 +88,63 @@ func Resolve(fsys fs.FS, pid int) (Scope, error) {
 		}
 	}
 	return s, nil
+}
+
+// scopeDirs is Resolve's parsing, pure over the bytes of /proc/<pid>/cgroup
+// and /proc/self/mountinfo (nil when unreadable): the cgroup version and
+// each controller's directory relative to the fs root. pid is for messages.
+func scopeDirs(pid int, procCgroup, mountinfo []byte) (int, map[string]string, error) {
+	dirs := map[string]string{}
+	mounts := cgroupMounts(mountinfo)
+	v1 := map[string][2]string{} // controller: hierarchy, path
+	v2 := ""
+	haveV2 := false
+	for line := range strings.SplitSeq(strings.TrimSpace(string(procCgroup)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			return 0, dirs, fmt.Errorf("observer: /proc/%d/cgroup: malformed line %q", pid, line)
+		}
+		if parts[1] == "" {
+			v2, haveV2 = parts[2], true
+			continue
+		}
+		for c := range strings.SplitSeq(parts[1], ",") {
+			v1[c] = [2]string{parts[1], parts[2]}
+		}
+	}
+	if _, ok := v1["memory"]; ok {
+		for _, c := range controllers {
+			hp, ok := v1[c]
+			if !ok {
+				continue
+			}
+			m, ok := mounts[c]
+			if !ok {
+				m = mount{point: "sys/fs/cgroup/" + hp[0], root: "/"}
+			}
+			d, err := m.dir(hp[1])
+			if err != nil {
+				return 1, dirs, fmt.Errorf("observer: /proc/%d/cgroup %s: %w", pid, c, err)
+			}
+			dirs[c] = d
+		}
+		return 1, dirs, nil
+	}
+	if !haveV2 {
+		return 0, dirs, fmt.Errorf("observer: /proc/%d/cgroup names neither a v1 memory controller nor a v2 path", pid)
+	}
+	m, ok := mounts[""]
+	if !ok {
+		m = mount{point: "sys/fs/cgroup", root: "/"}
+	}
+	d, err := m.dir(v2)
+	if err != nil {
+		return 0, dirs, fmt.Errorf("observer: /proc/%d/cgroup: %w", pid, err)
+	}
+	for _, c := range controllers {
+		dirs[c] = d
+	}
+	return 2, dirs, nil
 }
 
 // holds checks that dir is a directory whose cgroup.procs (or, on v1,
@@ -173,6 +184,12 @@ func StartTime(fsys fs.FS, pid int) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("observer: read /proc/%d/stat: %w", pid, err)
 	}
+	return parseStartTime(pid, data)
+}
+
+// parseStartTime is StartTime's parsing of /proc/<pid>/stat content; pid is
+// for messages.
+func parseStartTime(pid int, data []byte) (uint64, error) {
 	// comm (field 2) may hold spaces and parentheses: fields 3.. follow
 	// the last ')'.
 	i := strings.LastIndexByte(string(data), ')')
@@ -217,15 +234,11 @@ func (m mount) dir(p string) (string, error) {
 }
 
 // cgroupMounts maps each v1 controller (and "" for cgroup2) to its mount
-// relative to the fs root, from proc/self/mountinfo; missing or unreadable
-// mountinfo yields an empty map (callers use the conventional
-// /sys/fs/cgroup layout, whose guesses Resolve still checks).
-func cgroupMounts(fsys fs.FS) map[string]mount {
+// relative to the fs root, from proc/self/mountinfo content; missing
+// (nil) or malformed mountinfo yields an empty map (callers use the
+// conventional /sys/fs/cgroup layout, whose guesses Resolve still checks).
+func cgroupMounts(data []byte) map[string]mount {
 	out := map[string]mount{}
-	data, err := fs.ReadFile(fsys, "proc/self/mountinfo")
-	if err != nil {
-		return out
-	}
 	entries, err := facts.ParseMountinfo(data)
 	if err != nil {
 		return out

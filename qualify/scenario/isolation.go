@@ -3,7 +3,6 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -74,11 +73,9 @@ func (s Isolation) Run(ctx context.Context, env *Env, params map[string]any, rec
 	if res.Exit != sandboxapi.Exited(0) {
 		return fmt.Errorf("probe exited %s: %s", res.Exit, bytes.TrimSpace(res.Stderr))
 	}
-	var f facts.Facts
-	dec := json.NewDecoder(bytes.NewReader(res.Stdout))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return fmt.Errorf("probe facts JSON: %w", err)
+	f, err := facts.Decode(res.Stdout)
+	if err != nil {
+		return err
 	}
 	rec.Observe("facts", f)
 	prof, err := profiles.Load(env.Profile)

@@ -3,7 +3,6 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -175,9 +174,9 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 			}
 			rec.Equal(name+": exit receipt", sandboxapi.Exited(0).String(), exit.String())
 			first, rest, _ := bytes.Cut(stdout, []byte("\n"))
-			var f facts.Facts
-			if err := json.Unmarshal(first, &f); err != nil {
-				return fmt.Errorf("%s: probe facts: %w", name, err)
+			f, err := facts.Decode(first)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
 			}
 			var names []string
 			for _, i := range f.Interfaces {

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the workspace for FUZZTIME each (default 30s),
+# one at a time at low priority, and copies the inputs each run found
+# interesting into the package's testdata/fuzz/<Target>/ seed corpus, which
+# `go test` (and so `make test`) runs on every test run. Targets are found
+# with `go test -list '^Fuzz'` per package, so new ones are picked up
+# without editing this script. docs/untrusted-inputs.md lists them.
+#
+#   FUZZTIME=10m scripts/fuzz.sh          # longer budget
+#   FUZZ='FuzzParse' scripts/fuzz.sh      # only targets matching a regexp
+#   FUZZKEEP=0 scripts/fuzz.sh            # do not copy new inputs (CI)
+#
+# It exits non-zero when any target fails; the failing input is then in
+# testdata/fuzz/<Target>/ (go test writes it there) for a regression test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+FUZZTIME=${FUZZTIME:-30s}
+FUZZ=${FUZZ:-.}
+FUZZKEEP=${FUZZKEEP:-1}
+cache=$("$GO" env GOCACHE)/fuzz
+
+failed=()
+ran=0
+for pkg in $("$GO" list github.com/qualbox/qualbox/...); do
+	dir=$("$GO" list -f '{{.Dir}}' "$pkg")
+	# Only packages with a Fuzz function in a test file are built for -list.
+	grep -qs '^func Fuzz' "$dir"/*_test.go || continue
+	for target in $("$GO" test -list '^Fuzz' "$pkg" | grep '^Fuzz' | grep -E -- "$FUZZ" || true); do
+		before=$(mktemp)
+		ls "$cache/$pkg/$target" 2>/dev/null | sort >"$before" || true
+		echo "== $pkg $target ($FUZZTIME)"
+		if ! (cd "$dir" && nice -n 10 "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -parallel 1 .); then
+			failed+=("$pkg $target")
+		fi
+		ran=$((ran + 1))
+		if [ "$FUZZKEEP" = 1 ] && [ -d "$cache/$pkg/$target" ]; then
+			kept=0
+			mkdir -p "$dir/testdata/fuzz/$target"
+			for f in $(ls "$cache/$pkg/$target" | sort | comm -13 "$before" -); do
+				cp -n "$cache/$pkg/$target/$f" "$dir/testdata/fuzz/$target/$f"
+				kept=$((kept + 1))
+			done
+			echo "   kept $kept new interesting inputs in ${dir#"$PWD"/}/testdata/fuzz/$target"
+		fi
+		rm -f "$before"
+	done
+done
+
+echo "== $ran fuzz targets run for $FUZZTIME each"
+if [ "${#failed[@]}" -gt 0 ]; then
+	printf 'FAILED: %s\n' "${failed[@]}"
+	exit 1
+fi
