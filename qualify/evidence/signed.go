@@ -25,8 +25,11 @@ const PredicateSchema = "qualbox.evidence.predicate.v1"
 // per-scenario verdicts. Verify requires it to equal the summary derived
 // from the signed evidence.json.
 type Predicate struct {
-	Schema    string          `json:"schema"`
-	Tuple     Tuple           `json:"tuple"`
+	Schema string `json:"schema"`
+	Tuple  Tuple  `json:"tuple"`
+	// Harness is the run's harness identity; nil in reports made before
+	// it was recorded (a gate refuses those, docs/qualification.md#gate).
+	Harness   *Harness        `json:"harness,omitempty"`
 	Verdict   Verdict         `json:"verdict"`
 	Scenarios []PredicateLine `json:"scenarios"`
 	Start     time.Time       `json:"start"`
@@ -41,7 +44,7 @@ type PredicateLine struct {
 
 // PredicateOf summarises r.
 func PredicateOf(r *Run) Predicate {
-	p := Predicate{Schema: PredicateSchema, Tuple: TupleOf(r), Verdict: r.Verdict, Scenarios: []PredicateLine{}, Start: r.Timing.Start, End: r.Timing.End}
+	p := Predicate{Schema: PredicateSchema, Tuple: TupleOf(r), Harness: r.Harness, Verdict: r.Verdict, Scenarios: []PredicateLine{}, Start: r.Timing.Start, End: r.Timing.End}
 	for _, s := range r.Scenarios {
 		p.Scenarios = append(p.Scenarios, PredicateLine{Name: s.Name, Verdict: s.Verdict})
 	}
