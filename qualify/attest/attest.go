@@ -468,11 +468,35 @@ func (v *verification) checkPredicate(context.Context) bool {
 	if v.opts.Predicate == nil || !v.ok() {
 		return v.ok()
 	}
-	if err := v.opts.Predicate(v.st.Predicate, v.read); err != nil {
-		v.failErr(EnvelopeFile, "predicate: ", err)
+	err := v.opts.Predicate(v.st.Predicate, v.read)
+	if err == nil {
+		return v.ok()
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		var fe *FileError
+		if errors.As(err, &fe) {
+			v.failErr(fe.File, "", fe.Err)
+		} else {
+			v.failErr(EnvelopeFile, "predicate: ", err)
+		}
 	}
 	return v.ok()
 }
+
+// FileError is a problem an Options.Predicate check found in one signed
+// file (e.g. junit.xml disagreeing with evidence.json); Verify reports it
+// under that file. A Predicate may return several joined with errors.Join.
+type FileError struct {
+	File string
+	Err  error
+}
+
+func (e *FileError) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
 
 // readFileBounded reads path (named file in errors) if it is a regular
 // file of at most max bytes, without blocking on a FIFO; the size is
