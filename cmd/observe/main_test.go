@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/internal/cli/clitest"
+	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify/attest"
 )
 
@@ -20,7 +24,7 @@ const trees = "../../qualify/observer/testdata/"
 func TestObserveRecordedV2Tree(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--root", trees + "v2-systemd", "--pid", "4242"}, &stdout, &stderr)
-	assert.Equal(t, code, exitOK, stderr.String())
+	assert.Equal(t, code, exitcode.OK, stderr.String())
 	assert.Check(t, is.Contains(stdout.String(), "pid 4242, cgroup v2"))
 	assert.Check(t, is.Contains(stdout.String(), "│ before │ 268435456 │ 0 "))
 }
@@ -42,11 +46,11 @@ func TestObserveSignedUntilGone(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--root", root, "--pid", "4242", "--until-gone", "--timeout", "5s", "--interval", "100ms",
 		"--out", out, "--signing-key", filepath.Join(keys, attest.PrivateKeyFile)}, &stdout, &stderr)
-	assert.Equal(t, code, exitOK, stderr.String())
+	assert.Equal(t, code, exitcode.OK, stderr.String())
 	assert.Check(t, is.Contains(stdout.String(), "after cleanup: scope gone"))
 
 	stdout.Reset()
-	assert.Equal(t, run(context.Background(), []string{"verify", "--key", pub, out}, &stdout, &stderr), exitOK, stdout.String())
+	assert.Equal(t, run(context.Background(), []string{"verify", "--key", pub, out}, &stdout, &stderr), exitcode.OK, stdout.String())
 	assert.Check(t, is.Contains(stdout.String(), `"absence":"gone"`))
 
 	table := filepath.Join(out, "observation.txt")
@@ -54,8 +58,8 @@ func TestObserveSignedUntilGone(t *testing.T) {
 	assert.NilError(t, err)
 	assert.NilError(t, os.WriteFile(table, []byte(strings.Replace(string(data), "gone", "gonE", 1)), 0o644))
 	stdout.Reset()
-	assert.Equal(t, run(context.Background(), []string{"verify", "--key", pub, out}, &stdout, &stderr), exitFailed)
-	assert.Check(t, is.Contains(stdout.String(), "observation.txt: sha256 mismatch"))
+	assert.Equal(t, run(context.Background(), []string{"verify", "--key", pub, out}, &stdout, &stderr), exitcode.Failed)
+	assert.Check(t, is.Contains(stderr.String(), "observation.txt: sha256 mismatch"))
 }
 
 // The reviewer's reproduction: a tree whose scope cannot be resolved is an
@@ -63,22 +67,91 @@ func TestObserveSignedUntilGone(t *testing.T) {
 func TestObserveUnresolvableIsNotGone(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--root", trees + "v2-gone", "--pid", "4242", "--until-gone", "--timeout", "1s"}, &stdout, &stderr)
-	assert.Equal(t, code, exitResolve, stderr.String())
+	assert.Equal(t, code, exitcode.Unavailable, stderr.String())
 	assert.Check(t, !strings.Contains(stdout.String(), "scope gone"))
 }
 
 func TestObserveOccupiedScopeFails(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--root", trees + "v2-systemd", "--pid", "4242", "--until-gone", "--timeout", "300ms", "--interval", "100ms"}, &stdout, &stderr)
-	assert.Equal(t, code, exitFailed)
+	assert.Equal(t, code, exitcode.Failed)
 	assert.Check(t, is.Contains(stderr.String(), "scope still occupied"))
 }
 
 func TestObserveUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"--pid", "1", "--container", "x"}, {"--pid", "1", "--signing-key", "k"}} {
+	for _, args := range [][]string{nil, {"--pid", "1", "--container", "x"}, {"--pid", "1", "--signing-key", "k"}, {"--bogus"},
+		{"verify", "--key", "k.pub"}, {"version", "x"}, {"help", "frobnicate"}} {
 		var stdout, stderr bytes.Buffer
-		assert.Equal(t, run(context.Background(), args, &stdout, &stderr), exitUsage, "%q", args)
+		assert.Check(t, is.Equal(run(context.Background(), args, &stdout, &stderr), exitcode.Usage), "%q", args)
+		assert.Check(t, is.Equal(stdout.String(), ""), "%q", args)
+		assert.Check(t, is.Contains(stderr.String(), "observe"), "%q", args)
 	}
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, run(context.Background(), []string{"--root", trees + "v2-systemd", "--pid", "1"}, &stdout, &stderr), exitResolve)
+	assert.Equal(t, run(context.Background(), []string{"--root", trees + "v2-systemd", "--pid", "1"}, &stdout, &stderr), exitcode.Unavailable)
+}
+
+// -h and --help on observe and on each subcommand print the help on
+// stdout, exit 0 and write nothing on stderr; so does `help COMMAND`.
+func TestObserveHelpExitsZeroOnStdout(t *testing.T) {
+	cases := [][]string{{"--help"}, {"-h"}, {"help"}, {"--pid", "1", "--help"}}
+	for _, sub := range []string{"verify", "version"} {
+		cases = append(cases, []string{sub, "--help"}, []string{sub, "-h"}, []string{"help", sub})
+	}
+	for _, args := range cases {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), args, &stdout, &stderr)
+		assert.Check(t, is.Equal(code, exitcode.OK), "args %q: %s", args, stderr.String())
+		assert.Check(t, is.Equal(stderr.String(), ""), "args %q", args)
+		assert.Check(t, strings.HasPrefix(stdout.String(), "usage: observe"), "args %q: %q", args, stdout.String())
+	}
+}
+
+// The help lists each subcommand with a one-line description, keeps the
+// flag conventions, carries the exit status table and says --endpoint
+// ignores DOCKER_HOST and docker contexts.
+func TestObserveHelpContents(t *testing.T) {
+	var table bytes.Buffer
+	exitcode.Help(&table)
+	for _, args := range [][]string{{"--help"}, {"verify", "--help"}, {"version", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, run(context.Background(), args, &stdout, &stderr), exitcode.OK)
+		assert.Check(t, is.Len(clitest.CheckHelp(stdout.String()), 0), "%q:\n%s", args, stdout.String())
+		assert.Check(t, is.Contains(stdout.String(), table.String()), "%q", args)
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"--help"}, &stdout, &stderr), exitcode.OK)
+	help := stdout.String()
+	_, list, ok := strings.Cut(help, "Commands:\n")
+	assert.Assert(t, ok, help)
+	list, _, _ = strings.Cut(list, "\n\n")
+	var names []string
+	for _, l := range strings.Split(list, "\n") {
+		m := regexp.MustCompile(`^  (\(none\)|[a-z]+) +(\S.{10,})$`).FindStringSubmatch(l)
+		assert.Assert(t, m != nil, "line %q is not a command and its description", l)
+		names = append(names, m[1])
+	}
+	assert.DeepEqual(t, names, []string{"(none)", "verify", "version", "help"})
+	endpoint := help[strings.Index(help, "  --endpoint"):]
+	endpoint = strings.Join(strings.Fields(endpoint[:strings.Index(endpoint, "\n  --interval")]), " ")
+	assert.Check(t, is.Contains(endpoint, "DOCKER_HOST and docker contexts are ignored on purpose"))
+}
+
+func TestObserveVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"version"}, &stdout, &stderr), exitcode.OK)
+	assert.Check(t, is.Equal(stderr.String(), ""))
+	assert.Check(t, is.Contains(stdout.String(), "observe version "))
+	assert.Check(t, is.Contains(stdout.String(), "\nrevision: "))
+	assert.Check(t, is.Contains(stdout.String(), "\ngo: "+runtime.Version()+"\n"))
+}
+
+// A failure to write the observation (--out under a regular file) is an
+// internal error, exit 4, not the usage status, and goes to stderr.
+func TestObserveInternalErrorIsNotUsage(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	assert.NilError(t, os.WriteFile(file, nil, 0o644))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--root", trees + "v2-systemd", "--pid", "4242", "--out", filepath.Join(file, "obs")}, &stdout, &stderr)
+	assert.Check(t, is.Equal(code, exitcode.Internal))
+	assert.Check(t, is.Contains(stderr.String(), "not a directory"))
 }

@@ -1,19 +1,23 @@
 // Command qualify runs qualbox qualification campaigns against a real
-// Docker Engine and manages the guest image (DESIGN.md "Qualification").
+// Docker Engine, signs and checks their reports, and manages the guest
+// image (docs/qualification.md).
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--json] [--keep-image] [--verbose]
-//	qualify verify --key PUB [--json] DIR...
-//	qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
+//	qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
+//	qualify verify --key FILE [--key FILE...] [--json] DIR...
+//	qualify merge --key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
-//	qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--remove ID]
+//	qualify image [--endpoint URL] [--probe BINARY] [--remove ID]
+//	qualify version
+//	qualify help [COMMAND]
 //
-// run executes the manifest's scenarios and writes evidence.json,
-// summary.md, junit.xml and one directory per scenario into a fresh output
-// directory (default reports/runs/<UTC timestamp>). When the manifest says
-// "image: build" the guest image is built first and exactly that image is
-// removed at the end, unless --keep-image.
+// Every subcommand prints its help on stdout and exits 0 for -h or
+// --help. run executes the manifest's scenarios and writes evidence.json,
+// summary.md, junit.xml and one directory per scenario into a fresh
+// output directory (default reports/runs/<UTC timestamp>). When the
+// manifest says "image: build" the guest image is built first and exactly
+// that image is removed at the end, unless --keep-image.
 //
 // With --signing-key (an ed25519 PKCS#8 PEM from keygen) run signs the
 // complete report: evidence.dsse.json is a DSSE envelope around an in-toto
@@ -21,7 +25,10 @@
 // signature, every subject, that no file was added and the evidence
 // schemas, and names each failing file; merge verifies several reports and
 // renders one matrix of scenarios by tuple, exiting 1 unless every
-// --require scenario passed under every tuple.
+// --require scenario passed under every tuple (docs/qualification.md#gate).
+//
+// The Engine is always the one named by the manifest or --endpoint:
+// DOCKER_HOST and docker contexts are ignored on purpose.
 //
 // The internal subcommand `qualify controller-child` is the child
 // controller process of the controller-death scenario, which starts it
@@ -30,18 +37,16 @@
 // checkpoint) and kills it with SIGKILL at the checkpoint; it is not for
 // interactive use and not in the usage text.
 //
-// Exit status: 0 when every scenario passed, was skipped or not
-// applicable; 1 when one failed; 2 for usage and manifest errors; 3 when no
-// Engine answers or the guest image cannot be built; 130 when interrupted
-// by SIGINT or SIGTERM (the running scenario is cleaned up and the partial
-// report written first).
+// Exit status is the table of internal/exitcode (also in README.md): 0
+// passed, 1 a check failed, 2 usage, 3 no Engine or no guest image, 4
+// internal error, 130 interrupted (the running scenario is cleaned up and
+// the partial report written first).
 package main
 
 import (
 	"context"
 	"crypto/ed25519"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -51,24 +56,38 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/qualbox/qualbox/internal/cli"
+	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
 	"github.com/qualbox/qualbox/testbed/guest"
 )
 
-// Exit statuses.
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitEngine      = 3
-	exitInterrupted = 130
-)
-
 // defaultEndpoint is the Engine socket `image` uses without --endpoint.
 const defaultEndpoint = "unix:///var/run/docker.sock"
+
+// command is one listed subcommand.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands is the subcommand list, in the order the help shows it.
+var commands = []command{
+	{"run", "run a manifest's scenarios against an Engine and write (and sign) the report", runCmd},
+	{"verify", "verify signed reports against trusted public keys, naming each failing file", verifyCmd},
+	{"merge", "verify several signed reports and print one matrix of scenarios by tuple", mergeCmd},
+	{"keygen", "generate the ed25519 key pair that signs reports", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return keygenCmd(args, stdout, stderr)
+	}},
+	{"image", "build the guest image, or remove exactly one image by ID", imageCmd},
+	{"version", "print the version, VCS revision and Go version of this binary", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return cli.VersionCommand("qualify", args, stdout, stderr)
+	}},
+}
 
 func main() {
 	ctx, stop := context.Background(), func() {}
@@ -86,68 +105,99 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return exitUsage
+		return exitcode.Usage
 	}
-	switch args[0] {
-	case "run":
-		return runCmd(ctx, args[1:], stdout, stderr)
-	case "image":
-		return imageCmd(ctx, args[1:], stdout, stderr)
-	case "verify":
-		return verifyCmd(ctx, args[1:], stdout, stderr)
-	case "merge":
-		return mergeCmd(ctx, args[1:], stdout, stderr)
-	case "keygen":
-		return keygenCmd(args[1:], stdout, stderr)
-	case scenario.ChildCommand:
-		return childCmd(ctx, args[1:], stderr)
-	case "-h", "--help", "help":
+	if args[0] == scenario.ChildCommand {
+		return childCmd(ctx, args[1:], stdout, stderr)
+	}
+	if cli.IsHelp(args[0]) {
+		// `qualify help run` is `qualify run --help`.
+		if args[0] == "help" && len(args) > 1 && !cli.IsHelp(args[1]) {
+			if c := lookup(args[1]); c != nil {
+				return c.run(ctx, []string{"--help"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "qualify help: unknown command %q\n", args[1])
+			usage(stderr)
+			return exitcode.Usage
+		}
 		usage(stdout)
-		return exitOK
+		return exitcode.OK
 	}
-	fmt.Fprintf(stderr, "qualify: unknown command %q: allowed run, verify, merge, keygen, image\n", args[0])
+	if c := lookup(args[0]); c != nil {
+		return c.run(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "qualify: unknown command %q\n", args[0])
 	usage(stderr)
-	return exitUsage
+	return exitcode.Usage
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  qualify run --manifest FILE [--output DIR] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
-  qualify verify --key PUB [--json] DIR...
-  qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
-  qualify keygen --out DIR
-  qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--remove ID]
+	fmt.Fprint(w, `usage: qualify COMMAND [flags] [arguments]
+
+qualify runs qualbox qualification scenarios against a real Docker Engine,
+signs their reports (DSSE + in-toto) and verifies and merges signed reports.
+
+Commands:
 `)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "  %-8s %s\n", "help", "print this help, or a command's help: qualify help COMMAND")
+	fmt.Fprint(w, `
+Run 'qualify COMMAND --help' for a command's flags.
+The Engine is always the one a manifest's endpoint or --endpoint names:
+DOCKER_HOST and docker contexts are ignored on purpose.
+
+`)
+	exitcode.Help(w)
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("qualify run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	manifestPath := fs.String("manifest", "", "manifest `file` (YAML)")
-	output := fs.String("output", "", "fresh output `directory` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
+	c := cli.New("qualify run", "--manifest FILE [--output DIR] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
+		"Run the manifest's scenarios against the Engine it names and write the report.")
+	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
+scenario) goes into a fresh directory. With --signing-key the whole report
+is signed: evidence.dsse.json is a DSSE envelope around an in-toto
+Statement over every file's SHA-256. Progress goes to stderr, the verdict
+table (or --json) to stdout.
+
+The Engine is the manifest's endpoint: DOCKER_HOST and docker contexts are
+ignored on purpose. When the manifest says "image: build" the guest image
+is built first and exactly that image is removed at the end.`
+	fs := c.Flags
+	manifestPath := fs.String("manifest", "", "manifest `FILE` (YAML)")
+	output := fs.String("output", "", "fresh output `DIR` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
 	asJSON := fs.Bool("json", false, "print the run evidence as JSON on stdout instead of the table")
-	keepImage := fs.Bool("keep-image", false, "keep the guest image built for `image: build`")
+	keepImage := fs.Bool("keep-image", false, `keep the guest image built for "image: build"`)
 	verbose := fs.Bool("verbose", false, "print scenario detail lines on stderr")
-	signingKey := fs.String("signing-key", "", "ed25519 private key `file` (PEM PKCS#8, from qualify keygen) to sign the report with")
-	probe := fs.String("probe", "", "prebuilt static guest probe `binary` for `image: build` (default: compile it from this source tree)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	signingKey := fs.String("signing-key", "", "ed25519 private key `FILE` (PEM PKCS#8, from qualify keygen) to sign the report with")
+	probe := fs.String("probe", "", `prebuilt static guest probe `+"`BINARY`"+` for "image: build" (default: compile it from this source tree)`)
+	if code, done := c.Parse(args, stdout, stderr); done {
+		return code
 	}
 	if *manifestPath == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "qualify run: --manifest FILE is required and no positional arguments are allowed")
-		return exitUsage
+		return c.UsageError(stderr, "--manifest FILE is required and no positional arguments are allowed")
 	}
 	reg := scenario.Default()
 	m, err := manifest.Load(*manifestPath, reg)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitUsage
+		return exitcode.Usage
 	}
 	var key ed25519.PrivateKey
 	if *signingKey != "" {
 		if key, err = attest.LoadPrivateKey(*signingKey); err != nil {
 			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitUsage
+			return exitcode.Usage
 		}
 	}
 	out := *output
@@ -159,118 +209,139 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := qualify.CheckOutput(out); err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitUsage
+		return exitcode.Usage
 	}
-	cli, err := connect(ctx, m.Endpoint)
+	eng, err := connect(ctx, m.Endpoint)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitEngine
+		return exitcode.Unavailable
 	}
-	defer cli.Close()
+	defer eng.Close()
 
 	cfg := qualify.Config{
-		Manifest: m, Registry: reg, Engine: cli, ImageID: m.Image, ImageSource: "manifest",
+		Manifest: m, Registry: reg, Engine: eng, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
 	}
 	if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...")
-		img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: *probe})
+		img, err := guest.Build(ctx, eng, guest.BuildOptions{ProbeBinary: *probe})
 		if err != nil {
 			fmt.Fprintf(stderr, " failed\nqualify: %v\n", err)
-			return exitEngine
+			return exitcode.Unavailable
 		}
 		fmt.Fprintf(stderr, " %s (%s)\n", img.ID, img.Elapsed.Round(100*time.Millisecond))
 		cfg.ImageID, cfg.ImageSource = img.ID, "build"
 		if *keepImage {
 			fmt.Fprintf(stderr, "keeping image %s (remove it with: qualify image --remove %s)\n", img.ID, img.ID)
 		} else {
-			cfg.RemoveImage = func(ctx context.Context) error { return guest.Remove(ctx, cli, img.ID) }
+			cfg.RemoveImage = func(ctx context.Context) error { return guest.Remove(ctx, eng, img.ID) }
 		}
+	}
+	removeImage := func() {
+		if cfg.RemoveImage == nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		if rerr := cfg.RemoveImage(rctx); rerr != nil {
+			fmt.Fprintf(stderr, "qualify: %v\n", rerr)
+		}
+		cancel()
 	}
 	// The output directory is created only once the Engine answered and the
 	// image exists, so an early failure leaves no empty report directory.
 	if cfg.Output, err = qualify.PrepareOutput(out); err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		if cfg.RemoveImage != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			if rerr := cfg.RemoveImage(rctx); rerr != nil {
-				fmt.Fprintf(stderr, "qualify: %v\n", rerr)
-			}
-			cancel()
-		}
-		return exitUsage
+		removeImage()
+		return exitcode.Internal
 	}
 	out = cfg.Output
 	rep, err := qualify.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		if rep == nil {
-			if cfg.RemoveImage != nil {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-				if rerr := cfg.RemoveImage(rctx); rerr != nil {
-					fmt.Fprintf(stderr, "qualify: %v\n", rerr)
-				}
-				cancel()
+			removeImage()
+			if ctx.Err() != nil {
+				return exitcode.Interrupted
 			}
-			return exitUsage
+			return exitcode.Internal
 		}
 	}
 	fmt.Fprintf(stderr, "report: %s\n", out)
 	if rep.Image.RemoveError != "" {
 		// A leaked image is a cleanup failure of the run: never exit 0.
 		fmt.Fprintf(stderr, "qualify: removing image %s failed: %s\n", rep.Image.ID, rep.Image.RemoveError)
-		return exitFailed
 	}
-	if code := qualify.ExitCode(rep); code != exitOK || err == nil {
-		return code
+	return runExit(rep, err)
+}
+
+// runExit maps a finished run to its exit status: an interruption first,
+// then a report that could not be completely written or signed (an
+// internal error: the report on disk is not a complete one), then the
+// run's verdict.
+func runExit(rep *evidence.Run, err error) int {
+	switch {
+	case rep.Interrupted:
+		return exitcode.Interrupted
+	case err != nil:
+		return exitcode.Internal
+	case !rep.Verdict.OK():
+		return exitcode.Failed
 	}
-	return exitFailed
+	return exitcode.OK
 }
 
 func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("qualify image", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	endpoint := fs.String("endpoint", defaultEndpoint, "Engine `socket`")
+	c := cli.New("qualify image", "[--endpoint URL] [--probe BINARY] [--remove ID]",
+		"Build the guest image and print its ID, or remove exactly the image --remove names.")
+	c.Details = `The guest image is assembled locally from a static probe binary; no
+registry is used. --remove deletes only that image ID, never by name or
+label. The Engine is the one --endpoint names: DOCKER_HOST and docker
+contexts are ignored on purpose.`
+	fs := c.Flags
+	endpoint := fs.String("endpoint", defaultEndpoint, cli.EndpointNote)
 	remove := fs.String("remove", "", "remove exactly the image `ID` (sha256:<64 hex>) instead of building")
-	probe := fs.String("probe", "", "prebuilt static guest probe `binary` (default: compile it from this source tree)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return exitUsage
+	probe := fs.String("probe", "", "prebuilt static guest probe `BINARY` (default: compile it from this source tree)")
+	if code, done := c.Parse(args, stdout, stderr); done {
+		return code
 	}
-	cli, err := connect(ctx, *endpoint)
+	if fs.NArg() > 0 {
+		return c.UsageError(stderr, "no positional arguments are allowed")
+	}
+	eng, err := connect(ctx, *endpoint)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitEngine
+		return exitcode.Unavailable
 	}
-	defer cli.Close()
+	defer eng.Close()
 	if *remove != "" {
-		if err := guest.Remove(ctx, cli, *remove); err != nil {
+		if err := guest.Remove(ctx, eng, *remove); err != nil {
 			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitFailed
+			return exitcode.Failed
 		}
 		fmt.Fprintf(stdout, "removed %s\n", *remove)
-		return exitOK
+		return exitcode.OK
 	}
-	img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: *probe})
+	img, err := guest.Build(ctx, eng, guest.BuildOptions{ProbeBinary: *probe})
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitFailed
+		return exitcode.Unavailable
 	}
 	fmt.Fprintln(stdout, img.ID)
-	return exitOK
+	return exitcode.OK
 }
 
 // connect returns a client of the Engine at endpoint after a successful
 // ping. When nothing answers, the error is one line naming the socket and
 // how to start an Engine.
 func connect(ctx context.Context, endpoint string) (*client.Client, error) {
-	cli, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"))
+	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"))
 	if err != nil {
 		return nil, fmt.Errorf("qualify: engine endpoint %s: %v", endpoint, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		cli.Close()
+	if _, err := eng.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		eng.Close()
 		cause := err.Error()
 		var opErr interface{ Unwrap() error }
 		if errors.As(err, &opErr) && opErr.Unwrap() != nil {
@@ -278,7 +349,7 @@ func connect(ctx context.Context, endpoint string) (*client.Client, error) {
 		}
 		return nil, fmt.Errorf("qualify: no Docker Engine answers at %s (%s); start one with `make engine` or `dockerd --host %s`", endpoint, oneLine(cause), endpoint)
 	}
-	return cli, nil
+	return eng, nil
 }
 
 func oneLine(s string) string {

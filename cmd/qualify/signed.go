@@ -7,12 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/qualbox/qualbox/internal/cli"
+	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
@@ -32,25 +34,40 @@ func (l *listFlag) Set(v string) error {
 }
 
 func keygenCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("qualify keygen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("out", "", "`directory` for qualbox-ed25519.key (0600) and qualbox-ed25519.pub")
-	if err := fs.Parse(args); err != nil || *out == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "qualify keygen: --out DIR is required")
-		return exitUsage
+	c := cli.New("qualify keygen", "--out DIR", "Generate an ed25519 key pair for signing reports and print the paths and key ID.")
+	c.Details = `The private key is written with mode 0600 and never overwrites an
+existing key; keep it out of the repository. The public key verifies the
+reports (qualify verify --key, cosign verify-blob-attestation --key).`
+	out := c.Flags.String("out", "", "`DIR` for qualbox-ed25519.key (0600) and qualbox-ed25519.pub")
+	if code, done := c.Parse(args, stdout, stderr); done {
+		return code
+	}
+	if *out == "" || c.Flags.NArg() > 0 {
+		return c.UsageError(stderr, "--out DIR is required and no positional arguments are allowed")
+	}
+	for _, name := range []string{attest.PrivateKeyFile, attest.PublicKeyFile} {
+		if p := filepath.Join(*out, name); exists(p) {
+			fmt.Fprintf(stderr, "qualify keygen: %s exists: refusing to overwrite a key\n", p)
+			return exitcode.Usage
+		}
 	}
 	priv, pub, err := attest.GenerateKey(*out)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitFailed
+		return exitcode.Internal
 	}
 	k, err := attest.LoadPublicKey(pub)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitFailed
+		return exitcode.Internal
 	}
 	fmt.Fprintf(stdout, "private key: %s\npublic key:  %s\nkey id:      %s\n", priv, pub, attest.KeyID(k))
-	return exitOK
+	return exitcode.OK
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func loadKeys(paths []string) ([]ed25519.PublicKey, error) {
@@ -109,26 +126,34 @@ type verifyLine struct {
 }
 
 func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("qualify verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := cli.New("qualify verify", "--key FILE [--key FILE...] [--json] DIR...",
+		"Verify signed reports against trusted public keys, naming each failing file.")
+	c.Details = `For each report DIR: the DSSE signature by one of the keys, every in-toto
+subject's SHA-256, that no file was added, and the evidence schemas. A
+verified report prints one OK line on stdout; a failing one prints FAILED
+and its problems on stderr. With --json every report, passing or not, is
+one JSON object per line on stdout.`
+	fs := c.Flags
 	var keyPaths listFlag
-	fs.Var(&keyPaths, "key", "trusted ed25519 public key `file` (PEM PKIX); repeatable")
-	asJSON := fs.Bool("json", false, "print one JSON object per directory on stdout")
-	if err := fs.Parse(args); err != nil || len(keyPaths) == 0 || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "qualify verify: --key PUB and at least one report DIR are required")
-		return exitUsage
+	fs.Var(&keyPaths, "key", "trusted ed25519 public key `FILE` (PEM PKIX); repeatable")
+	asJSON := fs.Bool("json", false, "print one JSON object per report directory on stdout")
+	if code, done := c.Parse(args, stdout, stderr); done {
+		return code
+	}
+	if len(keyPaths) == 0 || fs.NArg() == 0 {
+		return c.UsageError(stderr, "--key FILE and at least one report DIR are required")
 	}
 	keys, err := loadKeys(keyPaths)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitUsage
+		return exitcode.Usage
 	}
-	code := exitOK
+	code := exitcode.OK
 	for _, dir := range fs.Args() {
 		s, err := verifyAny(ctx, dir, keys)
 		line := verifyLine{Dir: dir, OK: err == nil}
 		if err != nil {
-			code = exitFailed
+			code = exitcode.Failed
 			line.Error = err.Error()
 			var ve *attest.VerifyError
 			if errors.As(err, &ve) {
@@ -144,41 +169,58 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		case err == nil:
 			fmt.Fprintf(stdout, "%s: OK: %d subjects verified, signed run verdict %s, tuple %s\n", dir, s.Subjects, s.Run.Verdict, s.Predicate.Tuple.Label())
 		case line.Problems != nil:
-			fmt.Fprintf(stdout, "%s: FAILED\n", dir)
+			fmt.Fprintf(stderr, "%s: FAILED\n", dir)
 			for _, p := range line.Problems {
-				fmt.Fprintf(stdout, "  %s: %s\n", p.File, p.Problem)
+				fmt.Fprintf(stderr, "  %s: %s\n", p.File, p.Problem)
 			}
 		default:
-			fmt.Fprintf(stdout, "%s: FAILED: %v\n", dir, err)
+			fmt.Fprintf(stderr, "%s: FAILED: %v\n", dir, err)
 		}
 	}
 	return code
 }
 
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("qualify merge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := cli.New("qualify merge", "--key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...",
+		"Verify several signed reports and print one matrix of scenarios by tuple.")
+	c.Details = `Every DIR must verify against one of the keys. The matrix (a table, or
+--markdown, or --json) goes to stdout; what keeps the gate shut goes to
+stderr, one line each, and the exit status is 1: a --require scenario not
+passed under some tuple, or a report that did not run a --manifest.`
+	fs := c.Flags
 	var keyPaths, require, manifests listFlag
-	fs.Var(&keyPaths, "key", "trusted ed25519 public key `file` (PEM PKIX); repeatable, one per signing host or lane")
-	fs.Var(&require, "require", "`scenarios` (comma-separated or repeated) that must pass under every tuple for exit 0")
-	fs.Var(&manifests, "manifest", "manifest `file` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
+	fs.Var(&keyPaths, "key", "trusted ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane")
+	fs.Var(&require, "require", "scenario names (`LIST`, comma-separated or repeated) that must pass under every tuple for exit 0")
+	fs.Var(&manifests, "manifest", "manifest `FILE` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
 	markdown := fs.Bool("markdown", false, "print the matrix as Markdown")
 	asJSON := fs.Bool("json", false, "print the matrix as JSON")
-	if err := fs.Parse(args); err != nil || len(keyPaths) == 0 || fs.NArg() == 0 || (*markdown && *asJSON) {
-		fmt.Fprintln(stderr, "qualify merge: --key PUB and at least one report DIR are required; --markdown and --json exclude each other")
-		return exitUsage
+	if code, done := c.Parse(args, stdout, stderr); done {
+		return code
+	}
+	if len(keyPaths) == 0 || fs.NArg() == 0 || (*markdown && *asJSON) {
+		return c.UsageError(stderr, "--key FILE and at least one report DIR are required; --markdown and --json exclude each other")
 	}
 	keys, err := loadKeys(keyPaths)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitUsage
+		return exitcode.Usage
+	}
+	var pins []string
+	for _, p := range manifests {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify merge: --manifest: %v\n", err)
+			return exitcode.Usage
+		}
+		sum := sha256.Sum256(data)
+		pins = append(pins, hex.EncodeToString(sum[:]))
 	}
 	var reports []*evidence.Signed
 	for _, dir := range fs.Args() {
 		s, err := verifyAny(ctx, dir, keys)
 		if err != nil {
 			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
-			return exitFailed
+			return exitcode.Failed
 		}
 		reports = append(reports, s)
 	}
@@ -188,31 +230,21 @@ func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		data, err := evidence.MarshalJSON(m)
 		if err != nil {
 			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitFailed
+			return exitcode.Internal
 		}
 		_, _ = stdout.Write(data)
 	case *markdown:
 		data, err := evidence.MatrixMarkdown(m)
 		if err != nil {
 			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitFailed
+			return exitcode.Internal
 		}
 		_, _ = stdout.Write(data)
 	default:
 		if err := evidence.MatrixTable(stdout, m); err != nil {
 			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitFailed
+			return exitcode.Internal
 		}
-	}
-	var pins []string
-	for _, p := range manifests {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify merge: --manifest: %v\n", err)
-			return exitUsage
-		}
-		sum := sha256.Sum256(data)
-		pins = append(pins, hex.EncodeToString(sum[:]))
 	}
 	failed := false
 	for _, l := range m.PinManifests(pins) {
@@ -224,7 +256,7 @@ func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		failed = true
 	}
 	if failed {
-		return exitFailed
+		return exitcode.Failed
 	}
-	return exitOK
+	return exitcode.OK
 }

@@ -11,6 +11,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
@@ -30,7 +31,7 @@ func committedReports(t *testing.T) []string {
 func TestVerifyCommittedReports(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), append([]string{"verify", "--key", committedKey}, committedReports(t)...), &stdout, &stderr)
-	assert.Equal(t, code, exitOK, "%s%s", stdout.String(), stderr.String())
+	assert.Equal(t, code, exitcode.OK, "%s%s", stdout.String(), stderr.String())
 	assert.Check(t, is.Contains(stdout.String(), "OK: 16 subjects verified"))
 }
 
@@ -44,31 +45,34 @@ func TestVerifyNamesAOneByteChange(t *testing.T) {
 	assert.NilError(t, os.WriteFile(path, data, 0o644))
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"verify", "--key", committedKey, dir}, &stdout, &stderr)
-	assert.Equal(t, code, exitFailed)
-	assert.Check(t, is.Contains(stdout.String(), "04-memory-exhaustion/evidence.json: sha256 mismatch: expected "))
+	assert.Equal(t, code, exitcode.Failed)
+	// A failure is reported on stderr; stdout stays empty for a pipe.
+	assert.Check(t, is.Contains(stderr.String(), "04-memory-exhaustion/evidence.json: sha256 mismatch: expected "))
+	assert.Check(t, is.Equal(stdout.String(), ""))
 }
 
 func TestVerifyWrongKey(t *testing.T) {
 	keys := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, run(context.Background(), []string{"keygen", "--out", keys}, &stdout, &stderr), exitOK)
+	assert.Equal(t, run(context.Background(), []string{"keygen", "--out", keys}, &stdout, &stderr), exitcode.OK)
 	stdout.Reset()
+	stderr.Reset()
 	code := run(context.Background(), []string{"verify", "--key", filepath.Join(keys, "qualbox-ed25519.pub"), committedReports(t)[0]}, &stdout, &stderr)
-	assert.Equal(t, code, exitFailed)
-	assert.Check(t, is.Contains(stdout.String(), "evidence.dsse.json: signature: no signature by key"))
+	assert.Equal(t, code, exitcode.Failed)
+	assert.Check(t, is.Contains(stderr.String(), "evidence.dsse.json: signature: no signature by key"))
 }
 
 func TestMergeCommittedReports(t *testing.T) {
 	reports := committedReports(t)
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", "admission,memory-exhaustion,pid-exhaustion"}, reports...), &stdout, &stderr)
-	assert.Equal(t, code, exitOK, stderr.String())
+	assert.Equal(t, code, exitcode.OK, stderr.String())
 	assert.Check(t, is.Contains(stdout.String(), "│ memory-exhaustion      │ passed │ passed │"))
 
 	stdout.Reset()
 	stderr.Reset()
 	code = run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", "controller-death"}, reports...), &stdout, &stderr)
-	assert.Equal(t, code, exitFailed)
+	assert.Equal(t, code, exitcode.Failed)
 	// The first two committed runs predate the scenario.
 	assert.Check(t, is.Contains(stderr.String(), "T1: controller-death: not run"))
 
@@ -85,7 +89,7 @@ func TestMergeCommittedReports(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	code = run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", strings.Join(scenario.Default().Names(), ",")}, full...), &stdout, &stderr)
-	assert.Equal(t, code, exitOK, stderr.String())
+	assert.Equal(t, code, exitcode.OK, stderr.String())
 }
 
 // With several trusted keys, a tampered report is judged by the key that
@@ -94,7 +98,7 @@ func TestMergeCommittedReports(t *testing.T) {
 func TestMergeReportsTheSignersProblem(t *testing.T) {
 	keys := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, run(context.Background(), []string{"keygen", "--out", keys}, &stdout, &stderr), exitOK)
+	assert.Equal(t, run(context.Background(), []string{"keygen", "--out", keys}, &stdout, &stderr), exitcode.OK)
 	other := filepath.Join(keys, "qualbox-ed25519.pub")
 	dir := filepath.Join(t.TempDir(), "report")
 	assert.NilError(t, os.CopyFS(dir, os.DirFS(committedReports(t)[0])))
@@ -107,7 +111,7 @@ func TestMergeReportsTheSignersProblem(t *testing.T) {
 		stdout.Reset()
 		stderr.Reset()
 		code := run(context.Background(), []string{"merge", "--key", order[0], "--key", order[1], dir}, &stdout, &stderr)
-		assert.Equal(t, code, exitFailed)
+		assert.Equal(t, code, exitcode.Failed)
 		assert.Check(t, is.Contains(stderr.String(), "summary.md: sha256 mismatch"), "keys %v: %s", order, stderr.String())
 	}
 }
