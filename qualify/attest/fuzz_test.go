@@ -156,10 +156,16 @@ func FuzzVerifyStatement(f *testing.F) {
 	f.Add(validStatement(), uint8(layoutSymlinkInside|layoutFIFO))
 	base := f.TempDir()
 	pub := fuzzKey.Public().(ed25519.PublicKey)
+	// One directory per layout, made once: Verify only reads it, and each
+	// iteration replaces the envelope.
+	dirs := map[uint8]string{}
 	f.Fuzz(func(t *testing.T, payload []byte, layout uint8) {
 		layout &= layoutSymlinkInside | layoutSymlinkOutside | layoutFIFO | layoutSymlinkDir
-		dir := fuzzDir(t, base, layout)
-		defer os.RemoveAll(dir)
+		dir, ok := dirs[layout]
+		if !ok {
+			dir = fuzzDir(t, base, layout)
+			dirs[layout] = dir
+		}
 		if err := os.WriteFile(filepath.Join(dir, EnvelopeFile), signPayload(t, payload), 0o644); err != nil {
 			t.Fatal(err)
 		}

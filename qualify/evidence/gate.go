@@ -24,6 +24,9 @@ type Row struct {
 	ControllerArch string `yaml:"controllerArch,omitempty" json:"controllerArch,omitempty"`
 	// CgroupVersion, when set, must equal the tuple's ("1" or "2").
 	CgroupVersion string `yaml:"cgroupVersion,omitempty" json:"cgroupVersion,omitempty"`
+	// OperatingSystem, when set, is a prefix of the Engine host's operating
+	// system, e.g. "Ubuntu" to tell a hosted runner from a Debian lane.
+	OperatingSystem string `yaml:"operatingSystem,omitempty" json:"operatingSystem,omitempty"`
 	// Manifests are the hex SHA-256 digests of the manifests a report of
 	// this row may have run (a policy file names the manifest files).
 	Manifests []string `yaml:"-" json:"manifests"`
@@ -35,12 +38,13 @@ func (r Row) Matches(t Tuple) bool {
 		strings.HasPrefix(t.EngineVersion, r.Engine) &&
 		(r.ControllerOS == "" || t.ControllerOS == r.ControllerOS) &&
 		(r.ControllerArch == "" || t.ControllerArch == r.ControllerArch) &&
-		(r.CgroupVersion == "" || t.CgroupVersion == r.CgroupVersion)
+		(r.CgroupVersion == "" || t.CgroupVersion == r.CgroupVersion) &&
+		strings.HasPrefix(t.OperatingSystem, r.OperatingSystem)
 }
 
 func (r Row) String() string {
 	s := fmt.Sprintf("row %s (profile %s", r.Name, r.Profile)
-	for _, f := range [][2]string{{"engine", r.Engine}, {"controller os", r.ControllerOS}, {"controller arch", r.ControllerArch}, {"cgroup v", r.CgroupVersion}} {
+	for _, f := range [][2]string{{"engine", r.Engine}, {"controller os", r.ControllerOS}, {"controller arch", r.ControllerArch}, {"cgroup v", r.CgroupVersion}, {"os", r.OperatingSystem}} {
 		if f[1] != "" {
 			s += ", " + f[0] + " " + f[1]
 		}
