@@ -29,8 +29,8 @@ const MaxPolicyBytes = 1 << 20
 // reports/gate-policy.yaml is an example.
 type Policy struct {
 	Schema string `yaml:"schema"`
-	// Keys are PEM PKIX ed25519 public key files, relative to the policy
-	// file's directory; a report must verify against one of them.
+	// Keys are PEM PKIX ed25519 public key files, absolute or relative to
+	// the policy file's directory; a report must verify against one of them.
 	Keys    []string           `yaml:"keys"`
 	Harness HarnessRequirement `yaml:"harness"`
 	Rows    []PolicyRow        `yaml:"rows"`
@@ -95,7 +95,7 @@ func LoadPolicy(path string) (*LoadedPolicy, error) {
 	base := filepath.Dir(path)
 	lp := &LoadedPolicy{Path: path, Requirement: Requirement{Scenarios: p.Scenarios, Harness: p.Harness}}
 	for _, k := range p.Keys {
-		lp.KeyFiles = append(lp.KeyFiles, filepath.Join(base, k))
+		lp.KeyFiles = append(lp.KeyFiles, relativeTo(base, k))
 	}
 	known := profiles.Names()
 	seen := map[string]bool{}
@@ -113,7 +113,7 @@ func LoadPolicy(path string) (*LoadedPolicy, error) {
 		seen[r.Name] = true
 		row := r.Row
 		for _, m := range r.Manifests {
-			sum, err := FileSHA256(filepath.Join(base, m))
+			sum, err := FileSHA256(relativeTo(base, m))
 			if err != nil {
 				return fail("rows[%d] (%s).manifests: %v", i, r.Name, err)
 			}
@@ -122,6 +122,15 @@ func LoadPolicy(path string) (*LoadedPolicy, error) {
 		lp.Requirement.Rows = append(lp.Requirement.Rows, row)
 	}
 	return lp, nil
+}
+
+// relativeTo resolves a policy path: absolute as given, else relative to
+// the policy file's directory base.
+func relativeTo(base, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
 }
 
 // FileSHA256 returns the hex SHA-256 of a regular file of at most

@@ -45,6 +45,8 @@ func TestPolicyIsStrict(t *testing.T) {
 		return err
 	}
 	assert.NilError(t, load(goodPolicy))
+	abs := strings.Replace(goodPolicy, "[m.yaml]", "["+filepath.Join(dir, "m.yaml")+"]", 1)
+	assert.NilError(t, load(abs), "an absolute manifest path")
 	for want, text := range map[string]string{
 		"field typo not found":                strings.Replace(goodPolicy, "scenarios:", "scenarios: [x]\ntypo:", 1),
 		`mapping key "keys" already defined`:  goodPolicy + "keys: [other.pub]\n",
