@@ -166,6 +166,7 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		Controller: evidence.Controller{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), Hostname: host},
 		Image:      evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
 		Policy:     policyJSON, User: m.User,
+		Harness:   HarnessIdentity(),
 		Scenarios: []evidence.ScenarioSummary{},
 	}
 	if cfg.Engine != nil {

@@ -215,14 +215,18 @@ func TestRunLayoutAndVerdicts(t *testing.T) {
 	var junit struct {
 		Tests    int `xml:"tests,attr"`
 		Failures int `xml:"failures,attr"`
-		Skipped  int `xml:"skipped,attr"`
+		Suite    struct {
+			Skipped int `xml:"skipped,attr"`
+			Errors  int `xml:"errors,attr"`
+		} `xml:"testsuite"`
 	}
 	data, err := os.ReadFile(filepath.Join(out, "junit.xml"))
 	assert.NilError(t, err)
 	assert.NilError(t, xml.Unmarshal(data, &junit))
 	assert.Equal(t, junit.Tests, 7)
 	assert.Equal(t, junit.Failures, 4)
-	assert.Equal(t, junit.Skipped, 2)
+	assert.Equal(t, junit.Suite.Skipped, 2)
+	assert.Equal(t, junit.Suite.Errors, 0)
 	assert.Check(t, is.Contains(string(data), "failure: boom"))
 	assert.Check(t, is.Contains(string(data), "cleanup: destroy: volume in use"))
 }

@@ -3,20 +3,22 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/qualbox/qualbox/internal/cli"
 	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
 // listFlag collects a repeated or comma-separated flag.
@@ -167,7 +169,7 @@ one JSON object per line on stdout.`
 			data, _ := json.Marshal(line)
 			fmt.Fprintf(stdout, "%s\n", data)
 		case err == nil:
-			fmt.Fprintf(stdout, "%s: OK: %d subjects verified, signed run verdict %s, tuple %s\n", dir, s.Subjects, s.Run.Verdict, s.Predicate.Tuple.Label())
+			fmt.Fprintf(stdout, "%s: OK: %d subjects verified, signed run verdict %s, tuple %s, harness %s\n", dir, s.Subjects, s.Run.Verdict, s.Predicate.Tuple.Label(), s.Predicate.Harness)
 		case line.Problems != nil:
 			fmt.Fprintf(stderr, "%s: FAILED\n", dir)
 			for _, p := range line.Problems {
@@ -181,39 +183,64 @@ one JSON object per line on stdout.`
 }
 
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...",
-		"Verify several signed reports and print one matrix of scenarios by tuple.")
+	c := cli.New("qualify merge", "--key FILE [--key FILE...] | --policy FILE [--require LIST --row SPEC... --manifest FILE... [--min-catalogue N]] [--markdown|--json] DIR...",
+		"Verify several signed reports, print one matrix of scenarios by tuple, and gate a release on them.")
 	c.Details = `Every DIR must verify against one of the keys. The matrix (a table, or
 --markdown, or --json) goes to stdout; what keeps the gate shut goes to
-stderr, one line each, and the exit status is 1: a --require scenario not
-passed under some tuple, or a report that did not run a --manifest.`
+stderr, one line each, and the exit status is 1 (docs/qualification.md#gate):
+- always: a report whose signed run verdict is not passed, or a scenario
+  that failed in any report;
+- with a requirement (--policy FILE, or --require with --row and --manifest):
+  a report without the required harness identity (reports made before
+  reports carried one are refused), a report of no required row or with a
+  manifest its row does not pin, a required row without such a report, or
+  a required scenario that did not pass in every report.
+A row SPEC is NAME=PROFILE[@ENGINE], ENGINE a prefix of the Engine version,
+e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --manifest pins apply to every row.
+--min-catalogue defaults to this build's scenario catalogue version.`
 	fs := c.Flags
-	var keyPaths, require, manifests listFlag
+	var keyPaths, require, manifests, rows listFlag
 	fs.Var(&keyPaths, "key", "trusted ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane")
-	fs.Var(&require, "require", "scenario names (`LIST`, comma-separated or repeated) that must pass under every tuple for exit 0")
+	policyPath := fs.String("policy", "", "gate policy `FILE` (YAML: keys, harness, rows, scenarios; example reports/gate-policy.yaml)")
+	fs.Var(&require, "require", "scenario names (`LIST`, comma-separated or repeated) that must pass in every report; needs --row and --manifest")
+	fs.Var(&rows, "row", "required row `SPEC` NAME=PROFILE[@ENGINE]; repeatable")
 	fs.Var(&manifests, "manifest", "manifest `FILE` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
+	minCatalogue := fs.Int("min-catalogue", scenario.CatalogueVersion, "lowest scenario catalogue version `N` a required report may carry")
 	markdown := fs.Bool("markdown", false, "print the matrix as Markdown")
 	asJSON := fs.Bool("json", false, "print the matrix as JSON")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
-	if len(keyPaths) == 0 || fs.NArg() == 0 || (*markdown && *asJSON) {
-		return c.UsageError(stderr, "--key FILE and at least one report DIR are required; --markdown and --json exclude each other")
+	cliRequirement := len(require) > 0 || len(rows) > 0 || len(manifests) > 0 || flagSet(fs, "min-catalogue")
+	switch {
+	case fs.NArg() == 0 || (*markdown && *asJSON):
+		return c.UsageError(stderr, "at least one report DIR is required; --markdown and --json exclude each other")
+	case *policyPath == "" && len(keyPaths) == 0:
+		return c.UsageError(stderr, "--key FILE or --policy FILE is required")
+	case *policyPath != "" && cliRequirement:
+		return c.UsageError(stderr, "--policy states the rows, manifests, scenarios and harness minimum; do not combine it with --require, --row, --manifest or --min-catalogue")
+	case cliRequirement && (len(require) == 0 || len(rows) == 0 || len(manifests) == 0):
+		return c.UsageError(stderr, "a gate needs --require LIST, at least one --row SPEC and at least one --manifest FILE (or --policy FILE): scenario names alone can be met by one lane or by a manifest that weakened them")
+	}
+	var req *evidence.Requirement
+	if *policyPath != "" {
+		p, err := evidence.LoadPolicy(*policyPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
+			return exitcode.Usage
+		}
+		keyPaths = append(p.KeyFiles, keyPaths...)
+		req = &p.Requirement
+	} else if cliRequirement {
+		var err error
+		if req, err = cliGate(require, rows, manifests, *minCatalogue); err != nil {
+			return c.UsageError(stderr, err.Error())
+		}
 	}
 	keys, err := loadKeys(keyPaths)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitcode.Usage
-	}
-	var pins []string
-	for _, p := range manifests {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify merge: --manifest: %v\n", err)
-			return exitcode.Usage
-		}
-		sum := sha256.Sum256(data)
-		pins = append(pins, hex.EncodeToString(sum[:]))
 	}
 	var reports []*evidence.Signed
 	for _, dir := range fs.Args() {
@@ -246,17 +273,50 @@ passed under some tuple, or a report that did not run a --manifest.`
 			return exitcode.Internal
 		}
 	}
-	failed := false
-	for _, l := range m.PinManifests(pins) {
-		fmt.Fprintf(stderr, "qualify merge: %s\n", l)
-		failed = true
-	}
-	for _, l := range m.Gate(require) {
+	violations := evidence.Gate(m, reports, req)
+	for _, l := range violations {
 		fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", l)
-		failed = true
 	}
-	if failed {
+	if len(violations) > 0 {
 		return exitcode.Failed
 	}
 	return exitcode.OK
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// cliGate builds the requirement of --require, --row, --manifest and
+// --min-catalogue.
+func cliGate(require, rows, manifests []string, minCatalogue int) (*evidence.Requirement, error) {
+	if minCatalogue < 1 {
+		return nil, fmt.Errorf("--min-catalogue %d: want >= 1", minCatalogue)
+	}
+	req := &evidence.Requirement{Scenarios: require, Harness: evidence.HarnessRequirement{MinimumCatalogueVersion: minCatalogue}}
+	var pins []string
+	for _, p := range manifests {
+		sum, err := evidence.FileSHA256(p)
+		if err != nil {
+			return nil, fmt.Errorf("--manifest: %v", err)
+		}
+		pins = append(pins, sum)
+	}
+	known := profiles.Names()
+	for _, spec := range rows {
+		name, rest, ok := strings.Cut(spec, "=")
+		profile, engine, _ := strings.Cut(rest, "@")
+		switch {
+		case !ok || name == "" || profile == "":
+			return nil, fmt.Errorf("--row %q: want NAME=PROFILE[@ENGINE]", spec)
+		case !slices.Contains(known, profile):
+			return nil, fmt.Errorf("--row %q: profile %q: want one of %s", spec, profile, strings.Join(known, ", "))
+		case slices.ContainsFunc(req.Rows, func(r evidence.Row) bool { return r.Name == name }):
+			return nil, fmt.Errorf("--row %q: row %s given twice", spec, name)
+		}
+		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins})
+	}
+	return req, nil
 }

@@ -5,14 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/internal/exitcode"
-	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
 const committedKey = "../../reports/keys/qualbox-ed25519.pub"
@@ -65,31 +63,58 @@ func TestVerifyWrongKey(t *testing.T) {
 func TestMergeCommittedReports(t *testing.T) {
 	reports := committedReports(t)
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", "admission,memory-exhaustion,pid-exhaustion"}, reports...), &stdout, &stderr)
+	// Without a requirement the matrix is printed and, nothing having
+	// failed, the exit status is 0.
+	code := run(context.Background(), append([]string{"merge", "--key", committedKey}, reports...), &stdout, &stderr)
 	assert.Equal(t, code, exitcode.OK, stderr.String())
 	assert.Check(t, is.Contains(stdout.String(), "│ memory-exhaustion      │ passed │ passed │"))
+}
 
-	stdout.Reset()
-	stderr.Reset()
-	code = run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", "controller-death"}, reports...), &stdout, &stderr)
-	assert.Equal(t, code, exitcode.Failed)
-	// The first two committed runs predate the scenario.
-	assert.Check(t, is.Contains(stderr.String(), "T1: controller-death: not run"))
-
-	// The whole catalogue passed under every run that selected it.
-	var full []string
-	for _, dir := range reports {
-		data, err := os.ReadFile(filepath.Join(dir, "evidence.json"))
-		assert.NilError(t, err)
-		if bytes.Contains(data, []byte(`"controller-death"`)) {
-			full = append(full, dir)
-		}
+// Scenario names alone are no gate: one lane alone, or a manifest that
+// weakened the scenarios, would meet them.
+func TestMergeRequireNeedsRowsAndManifests(t *testing.T) {
+	reports := committedReports(t)
+	for _, args := range [][]string{
+		{"--require", "admission"},
+		{"--require", "admission", "--manifest", "../../manifests/linux-x64-cgroupv1.yaml"},
+		{"--require", "admission", "--row", "lane-a=linux-x64-cgroupv1"},
+		{"--row", "lane-a=linux-x64-cgroupv1", "--manifest", "../../manifests/linux-x64-cgroupv1.yaml"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append(append([]string{"merge", "--key", committedKey}, args...), reports...), &stdout, &stderr)
+		assert.Equal(t, code, exitcode.Usage, "%v: %s", args, stderr.String())
+		assert.Check(t, is.Contains(stderr.String(), "a gate needs --require LIST, at least one --row SPEC and at least one --manifest FILE"), "%v", args)
 	}
-	assert.Assert(t, len(full) >= 1, "no committed report of the whole catalogue")
-	stdout.Reset()
-	stderr.Reset()
-	code = run(context.Background(), append([]string{"merge", "--key", committedKey, "--require", strings.Join(scenario.Default().Names(), ",")}, full...), &stdout, &stderr)
-	assert.Equal(t, code, exitcode.OK, stderr.String())
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", "--policy", "../../reports/gate-policy.yaml", "--require", "admission", reports[0]}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage)
+	code = run(context.Background(), []string{"merge", "--key", committedKey, "--require", "admission", "--row", "lane-a=linux-arm",
+		"--manifest", "../../manifests/linux-x64-cgroupv1.yaml", reports[0]}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage)
+	assert.Check(t, is.Contains(stderr.String(), `profile "linux-arm": want one of`))
+}
+
+// The committed reports made before reports carried a harness identity
+// fail the committed gate policy, and the message says why.
+func TestOldReportsFailTheGateNamingTheHarnessIdentity(t *testing.T) {
+	old := []string{"../../reports/linux-x64-cgroupv1/20261129T104556Z", "../../reports/linux-x64-cgroupv1-lane-b/20261129T105030Z"}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"merge", "--policy", "../../reports/gate-policy.yaml"}, old...), &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed, stderr.String())
+	for _, dir := range old {
+		assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: report "+dir+": no harness identity in its signed statement"))
+	}
+}
+
+// A gate over two rows with one lane's report names the missing row.
+func TestMergeNamesAMissingRow(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", "--key", committedKey, "--require", "admission",
+		"--row", "lane-a=linux-x64-cgroupv1@20.10.", "--row", "lane-b=linux-x64-cgroupv1@2.0.0-",
+		"--manifest", "../../manifests/linux-x64-cgroupv1.yaml", "--manifest", "../../manifests/linux-x64-cgroupv1-lane-b.yaml",
+		"../../reports/linux-x64-cgroupv1/20261129T113142Z"}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed)
+	assert.Check(t, is.Contains(stderr.String(), "not passed: row lane-b (profile linux-x64-cgroupv1, engine 2.0.0-): no report with a pinned manifest"))
 }
 
 // With several trusted keys, a tampered report is judged by the key that

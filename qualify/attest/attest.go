@@ -72,11 +72,15 @@ func (v verifier) Public() crypto.PublicKey { return v.key }
 // Files lists the regular files under dir as sorted slash paths relative
 // to dir, excluding EnvelopeFile at the top. Symbolic links and other
 // non-regular files are an error: a signed report holds plain files only.
+// More than MaxSubjects files is a *LimitError.
 func Files(dir string) ([]string, error) {
 	var names []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if len(names) > MaxSubjects {
+			return &LimitError{File: ".", Limit: "MaxSubjects", Max: MaxSubjects, Got: -1}
 		}
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {
@@ -114,9 +118,16 @@ func digestFile(root *os.Root, name string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("not a regular file (%v)", st.Mode().Type())
 	}
+	if st.Size() > MaxSubjectBytes {
+		return "", &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: st.Size()}
+	}
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	n, err := io.Copy(h, io.LimitReader(f, MaxSubjectBytes+1))
+	if err != nil {
 		return "", err
+	}
+	if n > MaxSubjectBytes {
+		return "", &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: -1}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -174,10 +185,13 @@ type Problem struct {
 	File string `json:"file"`
 	// Problem says what is wrong, e.g. "sha256 mismatch: expected X, actual Y".
 	Problem string `json:"problem"`
+	// Limit is set when the problem is a crossed limit (see limits.go).
+	Limit *LimitError `json:"limit,omitempty"`
 }
 
 // VerifyError lists every problem Verify found, in the order checked:
-// envelope, signature, statement, subjects, unlisted files, schemas.
+// envelope, signature, statement, subjects, unlisted files, schemas,
+// predicate. errors.As finds a *LimitError in it when a limit was crossed.
 type VerifyError struct {
 	Dir      string
 	Problems []Problem
@@ -193,12 +207,24 @@ func (e *VerifyError) Error() string {
 	return fmt.Sprintf("attest: %s does not verify: %s", e.Dir, strings.Join(parts, "; "))
 }
 
+// Unwrap returns the crossed limits, so errors.As(err, **LimitError) works.
+func (e *VerifyError) Unwrap() []error {
+	var errs []error
+	for _, p := range e.Problems {
+		if p.Limit != nil {
+			errs = append(errs, p.Limit)
+		}
+	}
+	return errs
+}
+
 // Options select what Verify checks beyond the signature and digests.
 type Options struct {
 	// PredicateType is the required predicateType.
 	PredicateType string
 	// Predicate, when set, checks the predicate JSON (schema, and that it
-	// agrees with the signed files read through read).
+	// agrees with the signed files read through read). read returns a
+	// subject's bytes, at most MaxFileBytes (else a *LimitError).
 	Predicate func(raw json.RawMessage, read func(name string) ([]byte, error)) error
 	// Schema, when set, returns the content check for a subject name, or
 	// nil when that subject has no schema.
@@ -209,149 +235,299 @@ type Options struct {
 
 var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// maxSubjectName bounds a subject name's length in bytes.
+const maxSubjectName = 1024
+
 // Verify checks dir/EnvelopeFile against key: envelope shape and payload
 // type, an ed25519 signature by key over the DSSE PAE, the Statement v1
 // fields, each subject's SHA-256 against the file now in dir, that no
-// file is unlisted, and opts' schemas. It returns the statement and nil,
-// or a *VerifyError naming each failing file and problem.
+// file is unlisted, and opts' schemas and predicate check. Every read is
+// bounded (limits.go). It returns the statement and nil, or a
+// *VerifyError naming each failing file and problem.
+//
+// The steps run in order; a step that finds a problem later steps depend
+// on (an unreadable envelope, a bad signature, a malformed statement,
+// a missing or changed subject) ends verification there, so nothing is
+// parsed from a file that is not yet known to be the signed one.
 func Verify(ctx context.Context, dir string, key ed25519.PublicKey, opts Options) (*Statement, error) {
-	ve := &VerifyError{Dir: dir}
-	fail := func(file, format string, args ...any) {
-		ve.Problems = append(ve.Problems, Problem{File: file, Problem: fmt.Sprintf(format, args...)})
+	v := &verification{dir: dir, key: key, opts: opts, problems: &VerifyError{Dir: dir}}
+	defer v.close()
+	for _, step := range []func(context.Context) bool{
+		v.readEnvelope,    // 1. bounded read and strict decode of the envelope
+		v.checkSignature,  // 2. payload type, signature count, ed25519 over the PAE
+		v.decodeStatement, // 3. the signed payload is an in-toto Statement v1
+		v.checkSubjects,   // 4. each subject names a plain file whose SHA-256 matches
+		v.checkUnlisted,   // 5. no file was added, every required subject is listed
+		v.checkSchemas,    // 6. opts.Schema of each subject's content
+		v.checkPredicate,  // 7. opts.Predicate against the signed files
+	} {
+		if !step(ctx) {
+			break
+		}
 	}
-	done := func() (*Statement, error) { return nil, ve }
+	if len(v.problems.Problems) > 0 {
+		return nil, v.problems
+	}
+	return &v.st, nil
+}
 
-	data, err := os.ReadFile(filepath.Join(dir, EnvelopeFile))
-	if err != nil {
-		fail(EnvelopeFile, "%v", err)
-		return done()
-	}
-	var env dsse.Envelope
-	if err := strictJSON(data, &env); err != nil {
-		fail(EnvelopeFile, "envelope: %v", err)
-		return done()
-	}
-	if env.PayloadType != PayloadType {
-		fail(EnvelopeFile, "payloadType %q: want %q", env.PayloadType, PayloadType)
-	}
-	ev, err := dsse.NewEnvelopeVerifier(verifier{key})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := ev.Verify(ctx, &env); err != nil {
-		fail(EnvelopeFile, "signature: no signature by key %s verifies (%v)", KeyID(key), err)
-		return done()
-	}
-	if len(ve.Problems) > 0 {
-		return done()
-	}
-	payload, _ := env.DecodeB64Payload()
-	var st Statement
-	if err := strictJSON(payload, &st); err != nil {
-		fail(EnvelopeFile, "statement: %v", err)
-		return done()
-	}
-	if st.Type != StatementType {
-		fail(EnvelopeFile, "statement _type %q: want %q", st.Type, StatementType)
-	}
-	if st.PredicateType != opts.PredicateType {
-		fail(EnvelopeFile, "predicateType %q: want %q", st.PredicateType, opts.PredicateType)
-	}
-	if len(st.Subject) == 0 {
-		fail(EnvelopeFile, "statement has no subjects")
-	}
-	if len(ve.Problems) > 0 {
-		return done()
-	}
+// verification is the state Verify's steps share.
+type verification struct {
+	dir      string
+	key      ed25519.PublicKey
+	opts     Options
+	problems *VerifyError
+	env      dsse.Envelope
+	st       Statement
+	root     *os.Root
+	listed   map[string]bool
+}
 
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		fail(".", "%v", err)
-		return done()
+func (v *verification) fail(file, format string, args ...any) {
+	v.problems.Problems = append(v.problems.Problems, Problem{File: file, Problem: fmt.Sprintf(format, args...)})
+}
+
+// failErr records err, keeping a *LimitError inside it reachable.
+func (v *verification) failErr(file, prefix string, err error) {
+	p := Problem{File: file, Problem: prefix + err.Error()}
+	var le *LimitError
+	if errors.As(err, &le) {
+		p.Limit = le
 	}
-	defer root.Close()
-	listed := map[string]bool{}
-	for i, s := range st.Subject {
+	v.problems.Problems = append(v.problems.Problems, p)
+}
+
+func (v *verification) ok() bool { return len(v.problems.Problems) == 0 }
+
+func (v *verification) close() {
+	if v.root != nil {
+		v.root.Close()
+	}
+}
+
+func (v *verification) readEnvelope(context.Context) bool {
+	data, err := readFileBounded(filepath.Join(v.dir, EnvelopeFile), EnvelopeFile, "MaxEnvelopeBytes", MaxEnvelopeBytes)
+	if err != nil {
+		v.failErr(EnvelopeFile, "", err)
+		return false
+	}
+	if err := strictJSONFile(data, EnvelopeFile, &v.env); err != nil {
+		v.failErr(EnvelopeFile, "envelope: ", err)
+		return false
+	}
+	return true
+}
+
+func (v *verification) checkSignature(ctx context.Context) bool {
+	if v.env.PayloadType != PayloadType {
+		v.fail(EnvelopeFile, "payloadType %q: want %q", v.env.PayloadType, PayloadType)
+	}
+	if n := len(v.env.Signatures); n > MaxSignatures {
+		v.failErr(EnvelopeFile, "signatures: ", &LimitError{File: EnvelopeFile, Limit: "MaxSignatures", Max: MaxSignatures, Got: int64(n)})
+		return false
+	}
+	ev, err := dsse.NewEnvelopeVerifier(verifier{v.key})
+	if err != nil {
+		v.fail(EnvelopeFile, "signature: %v", err)
+		return false
+	}
+	if _, err := ev.Verify(ctx, &v.env); err != nil {
+		v.fail(EnvelopeFile, "signature: no signature by key %s verifies (%v)", KeyID(v.key), err)
+		return false
+	}
+	return v.ok()
+}
+
+func (v *verification) decodeStatement(context.Context) bool {
+	// The payload decoded from at most MaxEnvelopeBytes of base64 is
+	// smaller than that; the signature already verified over it.
+	payload, err := v.env.DecodeB64Payload()
+	if err != nil {
+		v.fail(EnvelopeFile, "payload: %v", err)
+		return false
+	}
+	if err := strictJSONFile(payload, EnvelopeFile, &v.st); err != nil {
+		v.failErr(EnvelopeFile, "statement: ", err)
+		return false
+	}
+	if v.st.Type != StatementType {
+		v.fail(EnvelopeFile, "statement _type %q: want %q", v.st.Type, StatementType)
+	}
+	if v.st.PredicateType != v.opts.PredicateType {
+		v.fail(EnvelopeFile, "predicateType %q: want %q", v.st.PredicateType, v.opts.PredicateType)
+	}
+	switch n := len(v.st.Subject); {
+	case n == 0:
+		v.fail(EnvelopeFile, "statement has no subjects")
+	case n > MaxSubjects:
+		v.failErr(EnvelopeFile, "statement: ", &LimitError{File: EnvelopeFile, Limit: "MaxSubjects", Max: MaxSubjects, Got: int64(n)})
+	}
+	return v.ok()
+}
+
+// subjectNameProblem says why name cannot be a subject, or "".
+func subjectNameProblem(name string) string {
+	switch {
+	case len(name) > maxSubjectName:
+		return fmt.Sprintf("is longer than %d bytes", maxSubjectName)
+	case !fs.ValidPath(name) || name == "." || name == EnvelopeFile:
+		return "is not a relative file path"
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
+		return "contains a control character or backslash"
+	}
+	return ""
+}
+
+func (v *verification) checkSubjects(context.Context) bool {
+	root, err := os.OpenRoot(v.dir)
+	if err != nil {
+		v.fail(".", "%v", err)
+		return false
+	}
+	v.root = root
+	v.listed = map[string]bool{}
+	for i, s := range v.st.Subject {
 		want := s.Digest["sha256"]
-		switch {
-		case !fs.ValidPath(s.Name) || s.Name == "." || s.Name == EnvelopeFile:
-			fail(EnvelopeFile, "subject[%d] name %q is not a relative file path", i, s.Name)
-			continue
-		case listed[s.Name]:
-			fail(s.Name, "listed twice")
-			continue
-		case !hex64.MatchString(want) || len(s.Digest) != 1:
-			fail(s.Name, "digest %v: want exactly sha256 with 64 lowercase hex digits", s.Digest)
+		if p := subjectNameProblem(s.Name); p != "" {
+			v.fail(EnvelopeFile, "subject[%d] name %q %s", i, s.Name, p)
 			continue
 		}
-		listed[s.Name] = true
+		if v.listed[s.Name] {
+			v.fail(s.Name, "listed twice")
+			continue
+		}
+		if !hex64.MatchString(want) || len(s.Digest) != 1 {
+			v.fail(s.Name, "digest %v: want exactly sha256 with 64 lowercase hex digits", s.Digest)
+			continue
+		}
+		v.listed[s.Name] = true
 		got, err := digestFile(root, s.Name)
 		if err != nil {
-			fail(s.Name, "%v", err)
+			v.failErr(s.Name, "", err)
 			continue
 		}
 		if got != want {
-			fail(s.Name, "sha256 mismatch: expected %s, actual %s", want, got)
+			v.fail(s.Name, "sha256 mismatch: expected %s, actual %s", want, got)
 		}
 	}
-	files, err := Files(dir)
+	return true
+}
+
+func (v *verification) checkUnlisted(context.Context) bool {
+	files, err := Files(v.dir)
 	if err != nil {
-		fail(".", "%v", err)
+		v.failErr(".", "", err)
 	}
 	for _, f := range files {
-		if !listed[f] {
-			fail(f, "not a subject of the signed statement (added after signing)")
+		if !v.listed[f] {
+			v.fail(f, "not a subject of the signed statement (added after signing)")
 		}
 	}
-	for _, r := range opts.Required {
-		if !listed[r] {
-			fail(r, "required subject is missing from the statement")
+	for _, r := range v.opts.Required {
+		if !v.listed[r] {
+			v.fail(r, "required subject is missing from the statement")
 		}
 	}
-	if len(ve.Problems) > 0 {
-		return done()
+	return v.ok()
+}
+
+// read returns a listed subject's content, at most MaxFileBytes.
+func (v *verification) read(name string) ([]byte, error) {
+	if !v.listed[name] {
+		return nil, fmt.Errorf("%s is not a subject", name)
 	}
-	read := func(name string) ([]byte, error) {
-		if !listed[name] {
-			return nil, fmt.Errorf("%s is not a subject", name)
-		}
-		f, err := root.Open(filepath.FromSlash(name))
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return io.ReadAll(f)
+	f, err := v.root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range st.Subject {
-		if opts.Schema == nil {
-			break
-		}
-		check := opts.Schema(s.Name)
+	defer f.Close()
+	return ReadBounded(f, name, "MaxFileBytes", MaxFileBytes)
+}
+
+func (v *verification) checkSchemas(context.Context) bool {
+	if v.opts.Schema == nil {
+		return true
+	}
+	for _, s := range v.st.Subject {
+		check := v.opts.Schema(s.Name)
 		if check == nil {
 			continue
 		}
-		data, err := read(s.Name)
+		data, err := v.read(s.Name)
 		if err == nil {
 			err = check(data)
 		}
 		if err != nil {
-			fail(s.Name, "schema: %v", err)
+			v.failErr(s.Name, "schema: ", err)
 		}
 	}
-	if opts.Predicate != nil {
-		if err := opts.Predicate(st.Predicate, read); err != nil {
-			fail(EnvelopeFile, "predicate: %v", err)
+	return true
+}
+
+func (v *verification) checkPredicate(context.Context) bool {
+	if v.opts.Predicate == nil || !v.ok() {
+		return v.ok()
+	}
+	err := v.opts.Predicate(v.st.Predicate, v.read)
+	if err == nil {
+		return v.ok()
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		var fe *FileError
+		if errors.As(err, &fe) {
+			v.failErr(fe.File, "", fe.Err)
+		} else {
+			v.failErr(EnvelopeFile, "predicate: ", err)
 		}
 	}
-	if len(ve.Problems) > 0 {
-		return done()
+	return v.ok()
+}
+
+// FileError is a problem an Options.Predicate check found in one signed
+// file (e.g. junit.xml disagreeing with evidence.json); Verify reports it
+// under that file. A Predicate may return several joined with errors.Join.
+type FileError struct {
+	File string
+	Err  error
+}
+
+func (e *FileError) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
+
+// readFileBounded reads path (named file in errors) if it is a regular
+// file of at most max bytes, without blocking on a FIFO; the size is
+// checked before reading and again while reading.
+func readFileBounded(path, file, limit string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
-	return &st, nil
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%v)", st.Mode().Type())
+	}
+	if st.Size() > max {
+		return nil, &LimitError{File: file, Limit: limit, Max: max, Got: st.Size()}
+	}
+	return ReadBounded(f, file, limit, max)
 }
 
 // strictJSON decodes one JSON value into out, rejecting unknown fields and
-// trailing data.
-func strictJSON(data []byte, out any) error {
+// trailing data, after scanJSON checked MaxJSONDepth and MaxJSONValues.
+func strictJSON(data []byte, out any) error { return strictJSONFile(data, "json", out) }
+
+func strictJSONFile(data []byte, file string, out any) error {
+	if err := scanJSON(data, file); err != nil && !errors.Is(err, errSyntax) {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
@@ -367,3 +543,6 @@ func strictJSON(data []byte, out any) error {
 
 // StrictJSON is strictJSON for callers' schema checks.
 func StrictJSON(data []byte, out any) error { return strictJSON(data, out) }
+
+// StrictJSONFile is StrictJSON naming the document file in a *LimitError.
+func StrictJSONFile(data []byte, file string, out any) error { return strictJSONFile(data, file, out) }

@@ -252,6 +252,9 @@ type Run struct {
 	// Policy is the manifest's normalized policy.
 	Policy json.RawMessage `json:"policy"`
 	User   driver.User     `json:"user"`
+	// Harness identifies the qualify build and scenario catalogue that
+	// made the run; absent in reports made before it was recorded.
+	Harness *Harness `json:"harness,omitempty"`
 	// Interrupted is set when a signal cancelled the run.
 	Interrupted bool              `json:"interrupted,omitempty"`
 	Scenarios   []ScenarioSummary `json:"scenarios"`

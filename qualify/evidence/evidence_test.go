@@ -69,9 +69,10 @@ func TestJUnitMapsVerdicts(t *testing.T) {
 	var doc struct {
 		Tests    int `xml:"tests,attr"`
 		Failures int `xml:"failures,attr"`
-		Skipped  int `xml:"skipped,attr"`
 		Suite    struct {
-			Cases []struct {
+			Skipped int `xml:"skipped,attr"`
+			Errors  int `xml:"errors,attr"`
+			Cases   []struct {
 				Name    string    `xml:"name,attr"`
 				Failure *struct{} `xml:"failure"`
 				Skipped *struct{} `xml:"skipped"`
@@ -81,7 +82,8 @@ func TestJUnitMapsVerdicts(t *testing.T) {
 	assert.NilError(t, xml.Unmarshal(data, &doc))
 	assert.Equal(t, doc.Tests, 4)
 	assert.Equal(t, doc.Failures, 1)
-	assert.Equal(t, doc.Skipped, 2)
+	assert.Equal(t, doc.Suite.Skipped, 2)
+	assert.Equal(t, doc.Suite.Errors, 0)
 	c := doc.Suite.Cases
 	assert.Assert(t, c[0].Failure == nil && c[0].Skipped == nil)
 	assert.Assert(t, c[1].Failure != nil)

@@ -131,53 +131,6 @@ func combine(vs []Verdict) Cell {
 	return c
 }
 
-// Gate checks that every required scenario passed in every column (each
-// report of the column passed it) and, when anything is required, that
-// every report's run verdict passed. It returns one line per violation.
-func (m *Matrix) Gate(required []string) []string {
-	var out []string
-	if len(required) > 0 {
-		for _, c := range m.Columns {
-			for k, v := range c.RunVerdicts {
-				if v.Kind != Passed {
-					out = append(out, fmt.Sprintf("%s: report %s: run verdict %s", c.Key, c.Reports[k], v))
-				}
-			}
-		}
-	}
-	for _, name := range required {
-		i := slices.Index(m.Scenarios, name)
-		for j, c := range m.Columns {
-			switch {
-			case i < 0:
-				out = append(out, fmt.Sprintf("%s: %s: not in any report", c.Key, name))
-			case m.Cells[i][j].Runs == 0:
-				out = append(out, fmt.Sprintf("%s: %s: not run", c.Key, name))
-			case m.Cells[i][j].Passed != m.Cells[i][j].Runs:
-				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
-			}
-		}
-	}
-	return out
-}
-
-// PinManifests checks that every column ran one of the allowed manifest
-// digests (hex SHA-256 of the manifest file), so a gate over scenario names
-// cannot be met by a manifest that weakened their parameters. It returns
-// one line per violation; allowed empty pins nothing.
-func (m *Matrix) PinManifests(allowed []string) []string {
-	if len(allowed) == 0 {
-		return nil
-	}
-	var out []string
-	for _, c := range m.Columns {
-		if !slices.Contains(allowed, c.Tuple.ManifestSHA256) {
-			out = append(out, fmt.Sprintf("%s: manifest sha256 %s is not one of the pinned manifests", c.Key, c.Tuple.ManifestSHA256))
-		}
-	}
-	return out
-}
-
 func (m *Matrix) render(w io.Writer, opts ...tablewriter.Option) error {
 	opts = append(opts,
 		tablewriter.WithHeaderAutoFormat(tw.Off),

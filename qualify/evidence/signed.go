@@ -25,8 +25,11 @@ const PredicateSchema = "qualbox.evidence.predicate.v1"
 // per-scenario verdicts. Verify requires it to equal the summary derived
 // from the signed evidence.json.
 type Predicate struct {
-	Schema    string          `json:"schema"`
-	Tuple     Tuple           `json:"tuple"`
+	Schema string `json:"schema"`
+	Tuple  Tuple  `json:"tuple"`
+	// Harness is the run's harness identity; nil in reports made before
+	// it was recorded (a gate refuses those, docs/qualification.md#gate).
+	Harness   *Harness        `json:"harness,omitempty"`
 	Verdict   Verdict         `json:"verdict"`
 	Scenarios []PredicateLine `json:"scenarios"`
 	Start     time.Time       `json:"start"`
@@ -41,7 +44,7 @@ type PredicateLine struct {
 
 // PredicateOf summarises r.
 func PredicateOf(r *Run) Predicate {
-	p := Predicate{Schema: PredicateSchema, Tuple: TupleOf(r), Verdict: r.Verdict, Scenarios: []PredicateLine{}, Start: r.Timing.Start, End: r.Timing.End}
+	p := Predicate{Schema: PredicateSchema, Tuple: TupleOf(r), Harness: r.Harness, Verdict: r.Verdict, Scenarios: []PredicateLine{}, Start: r.Timing.Start, End: r.Timing.End}
 	for _, s := range r.Scenarios {
 		p.Scenarios = append(p.Scenarios, PredicateLine{Name: s.Name, Verdict: s.Verdict})
 	}
@@ -71,7 +74,7 @@ func schemaOf(name string) func([]byte) error {
 	case name == "evidence.json":
 		return func(data []byte) error {
 			var r Run
-			if err := attest.StrictJSON(data, &r); err != nil {
+			if err := attest.StrictJSONFile(data, name, &r); err != nil {
 				return err
 			}
 			if r.Schema != Schema {
@@ -82,7 +85,7 @@ func schemaOf(name string) func([]byte) error {
 	case scenarioEvidence.MatchString(name):
 		return func(data []byte) error {
 			var s Scenario
-			if err := attest.StrictJSON(data, &s); err != nil {
+			if err := attest.StrictJSONFile(data, name, &s); err != nil {
 				return err
 			}
 			if s.Schema != Schema {
@@ -111,12 +114,18 @@ func schemaOf(name string) func([]byte) error {
 func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed, error) {
 	var run Run
 	var pred Predicate
+	var scenarioFiles []string
 	st, err := attest.Verify(ctx, dir, key, attest.Options{
 		PredicateType: PredicateType,
-		Required:      []string{"evidence.json"},
-		Schema:        schemaOf,
+		Required:      []string{"evidence.json", "summary.md", "junit.xml"},
+		Schema: func(name string) func([]byte) error {
+			if isScenarioEvidence(name) {
+				scenarioFiles = append(scenarioFiles, name)
+			}
+			return schemaOf(name)
+		},
 		Predicate: func(raw json.RawMessage, read func(string) ([]byte, error)) error {
-			if err := attest.StrictJSON(raw, &pred); err != nil {
+			if err := attest.StrictJSONFile(raw, "predicate", &pred); err != nil {
 				return err
 			}
 			if pred.Schema != PredicateSchema {
@@ -126,7 +135,7 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 			if err != nil {
 				return err
 			}
-			if err := json.Unmarshal(data, &run); err != nil {
+			if err := attest.StrictJSONFile(data, "evidence.json", &run); err != nil {
 				return err
 			}
 			want, _ := json.Marshal(PredicateOf(&run))
@@ -134,7 +143,7 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 			if !bytes.Equal(want, got) {
 				return errors.New("does not match the summary of evidence.json")
 			}
-			return nil
+			return crossCheck(&run, scenarioFiles, read)
 		},
 	})
 	if err != nil {

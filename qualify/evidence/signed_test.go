@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,22 +20,41 @@ import (
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
-// signedReport writes fixedRun's report into a fresh directory, edited by
-// edit, signs it with a fresh key and returns the directory and the key
-// directory.
-func signedReport(t *testing.T, edit func(*evidence.Run)) (dir, keys string) {
-	t.Helper()
-	run, scenarios := fixedRun()
-	if edit != nil {
-		edit(run)
+// scenarioFiles returns evidence for every scenario of run that has a
+// directory, consistent with its summary line: the fixture's failed
+// scenario where the summary says failed, else checks that all passed.
+func scenarioFiles(run *evidence.Run, failed []*evidence.Scenario) []*evidence.Scenario {
+	var out []*evidence.Scenario
+	for _, sum := range run.Scenarios {
+		if sum.Dir == "" {
+			continue
+		}
+		s := &evidence.Scenario{Schema: evidence.Schema, Index: sum.Index, Name: sum.Name, Verdict: sum.Verdict,
+			Params: map[string]any{}, Requested: map[string]any{}, Observed: map[string]any{},
+			Checks: []evidence.Check{}, CleanupErrors: []string{}, Resources: []evidence.Resource{}}
+		for _, f := range failed {
+			if f.Index == sum.Index && sum.Verdict.Kind == evidence.Failed {
+				s.Checks, s.CleanupErrors, s.Failure = f.Checks, f.CleanupErrors, f.Failure
+			}
+		}
+		if sum.Verdict.Kind == evidence.Passed {
+			for i := range sum.Checks {
+				s.Checks = append(s.Checks, evidence.Check{Name: fmt.Sprintf("c%d", i), Want: "x", Got: "x", OK: true})
+			}
+		}
+		out = append(out, s)
 	}
+	return out
+}
+
+// writeReport writes run's report into dir (scenario files consistent
+// with it, see scenarioFiles) and signs it with the key in keys.
+func writeReport(t *testing.T, dir, keys string, run *evidence.Run, failed []*evidence.Scenario) {
+	t.Helper()
 	run.Tuple = evidence.TupleOf(run)
-	dir, keys = t.TempDir(), t.TempDir()
-	_, _, err := attest.GenerateKey(keys)
-	assert.NilError(t, err)
+	scenarios := scenarioFiles(run, failed)
 	for _, s := range scenarios {
-		s.Schema = evidence.Schema
-		sub := filepath.Join(dir, "02-isolation")
+		sub := filepath.Join(dir, fmt.Sprintf("%02d-%s", s.Index, s.Name))
 		assert.NilError(t, os.Mkdir(sub, 0o755))
 		assert.NilError(t, evidence.WriteJSON(filepath.Join(sub, "evidence.json"), s))
 	}
@@ -48,6 +68,21 @@ func signedReport(t *testing.T, edit func(*evidence.Run)) (dir, keys string) {
 	key, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
 	assert.NilError(t, err)
 	assert.NilError(t, evidence.SignRun(context.Background(), dir, key, run))
+}
+
+// signedReport writes fixedRun's report into a fresh directory, edited by
+// edit, signs it with a fresh key and returns the directory and the key
+// directory.
+func signedReport(t *testing.T, edit func(*evidence.Run)) (dir, keys string) {
+	t.Helper()
+	run, failed := fixedRun()
+	if edit != nil {
+		edit(run)
+	}
+	dir, keys = t.TempDir(), t.TempDir()
+	_, _, err := attest.GenerateKey(keys)
+	assert.NilError(t, err)
+	writeReport(t, dir, keys, run, failed)
 	return dir, keys
 }
 
@@ -69,7 +104,7 @@ func TestSignedRunVerifies(t *testing.T) {
 	dir, keys := signedReport(t, nil)
 	s, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
 	assert.NilError(t, err)
-	assert.Equal(t, s.Subjects, 4)
+	assert.Equal(t, s.Subjects, 7)
 	assert.Equal(t, s.Predicate.Tuple.EngineVersion, "20.10.24")
 	assert.Equal(t, len(s.Predicate.Scenarios), 4)
 
@@ -97,7 +132,8 @@ func TestSignedRunVerifies(t *testing.T) {
 	for _, s := range st.Subject {
 		names = append(names, s.Name)
 	}
-	assert.DeepEqual(t, names, []string{"02-isolation/evidence.json", "evidence.json", "junit.xml", "summary.md"})
+	assert.DeepEqual(t, names, []string{"01-admission/evidence.json", "02-isolation/evidence.json", "03-lifecycle/evidence.json",
+		"04-outbound/evidence.json", "evidence.json", "junit.xml", "summary.md"})
 }
 
 // A one-byte change to any subject file is rejected, naming that file.
@@ -105,7 +141,7 @@ func TestOneByteChangeToEverySubjectIsRejected(t *testing.T) {
 	dir, keys := signedReport(t, nil)
 	files, err := attest.Files(dir)
 	assert.NilError(t, err)
-	assert.Equal(t, len(files), 4)
+	assert.Equal(t, len(files), 7)
 	for _, name := range files {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, filepath.FromSlash(name))
@@ -224,18 +260,23 @@ func TestKeygenRefusesOverwrite(t *testing.T) {
 	assert.ErrorContains(t, err, "refusing to overwrite")
 }
 
-func TestMergeMatrixGolden(t *testing.T) {
+// mergedFixture is three verified reports: the fixture run (isolation
+// failed), a second run of the same tuple where everything ran passed, and
+// another lane with a newer Engine and one extra scenario.
+func mergedFixture(t *testing.T) (*evidence.Matrix, []*evidence.Signed) {
 	ctx := context.Background()
 	var reports []*evidence.Signed
 	for i, edit := range []func(*evidence.Run){
 		nil,
-		func(r *evidence.Run) { // a second run of the same tuple where isolation passed
+		func(r *evidence.Run) {
 			r.Scenarios[1].Verdict = evidence.Verdict{Kind: evidence.Passed}
-			r.Scenarios[1].Detail = ""
+			r.Scenarios[1].Passed, r.Scenarios[1].Detail = 2, ""
+			r.Verdict = evidence.Verdict{Kind: evidence.Passed}
 		},
-		func(r *evidence.Run) { // another lane: a newer Engine, one extra scenario
+		func(r *evidence.Run) {
 			r.Engine.Version, r.Engine.APIVersion = "2.0.0-beta.24", "1.56"
-			r.Scenarios = append(r.Scenarios[:2], evidence.ScenarioSummary{Index: 3, Name: "memory-exhaustion", Verdict: evidence.Verdict{Kind: evidence.Passed}})
+			r.Scenarios = append(r.Scenarios[:2], evidence.ScenarioSummary{Index: 3, Name: "memory-exhaustion", Dir: "03-memory-exhaustion",
+				Verdict: evidence.Verdict{Kind: evidence.Passed}, Checks: 1, Passed: 1})
 		},
 	} {
 		dir, keys := signedReport(t, edit)
@@ -244,7 +285,11 @@ func TestMergeMatrixGolden(t *testing.T) {
 		s.Dir = []string{"reports/a", "reports/b", "reports/c"}[i]
 		reports = append(reports, s)
 	}
-	m := evidence.Merge(reports)
+	return evidence.Merge(reports), reports
+}
+
+func TestMergeMatrixGolden(t *testing.T) {
+	m, reports := mergedFixture(t)
 	var buf bytes.Buffer
 	assert.NilError(t, evidence.MatrixTable(&buf, m))
 	golden.Assert(t, buf.String(), "matrix.golden")
@@ -252,29 +297,13 @@ func TestMergeMatrixGolden(t *testing.T) {
 	assert.NilError(t, err)
 	golden.Assert(t, string(md), "matrix.md.golden")
 
-	// The fixture runs' signed run verdicts are failed (a scenario failed or
-	// was skipped in each), so even a gate on a passed scenario names them.
-	runFailed := []string{
+	// Without a requirement the gate still fails on every failed run
+	// verdict and every failed scenario.
+	failures := []string{
 		"T1: report reports/a: run verdict failed",
-		"T1: report reports/b: run verdict failed",
 		"T2: report reports/c: run verdict failed",
-	}
-	assert.DeepEqual(t, m.Gate(nil), []string(nil))
-	assert.DeepEqual(t, m.Gate([]string{"admission"}), runFailed)
-	assert.DeepEqual(t, m.Gate([]string{"isolation", "lifecycle", "memory-exhaustion", "nope"}), append(runFailed,
 		"T1: isolation: failed 1/2",
 		"T2: isolation: failed",
-		"T1: lifecycle: skipped 0/2",
-		"T2: lifecycle: not run",
-		"T1: memory-exhaustion: not run",
-		"T1: nope: not in any report",
-		"T2: nope: not in any report",
-	))
-
-	// Pinning manifests: every column must have run one of them.
-	assert.DeepEqual(t, m.PinManifests(nil), []string(nil))
-	t1 := m.Columns[0].Tuple.ManifestSHA256
-	assert.DeepEqual(t, m.PinManifests([]string{t1, m.Columns[1].Tuple.ManifestSHA256}), []string(nil))
-	other := strings.Repeat("0", 64)
-	assert.Check(t, len(m.PinManifests([]string{other})) == 2)
+	}
+	assert.DeepEqual(t, evidence.Gate(m, reports, nil), failures)
 }

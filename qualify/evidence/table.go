@@ -99,6 +99,9 @@ func Markdown(r *Run) ([]byte, error) {
 	fmt.Fprintf(&buf, "- containerd %s, runc %s\n", e.ContainerdCommit, e.RuncCommit)
 	fmt.Fprintf(&buf, "- Tuple: %s\n", TupleOf(r).Label())
 	fmt.Fprintf(&buf, "- Image: `%s` (%s)\n", r.Image.ID, r.Image.Source)
+	if r.Harness != nil {
+		fmt.Fprintf(&buf, "- Harness: %s\n", r.Harness)
+	}
 	fmt.Fprintf(&buf, "- Time: %s to %s (%s)\n", r.Timing.Start.Format(time.RFC3339), r.Timing.End.Format(time.RFC3339), FormatDuration(r.Timing.Duration()))
 	if c := r.Campaign; c != nil {
 		fmt.Fprintf(&buf, "- Campaign: %s (each round's start order is in evidence.json)\n", c)

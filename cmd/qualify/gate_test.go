@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/manifest"
+	"github.com/qualbox/qualbox/qualify/scenario"
+)
+
+// outcome is a synthetic scenario (no Engine) whose params say whether its
+// one check passes; it lets these tests sign real reports of this build.
+type outcome struct{}
+
+func (outcome) Name() string { return "outcome" }
+
+func (outcome) Validate(params map[string]any) error {
+	if _, ok := params["pass"].(bool); !ok || len(params) != 1 {
+		return fmt.Errorf("params: want {pass: bool}")
+	}
+	return nil
+}
+
+func (outcome) Run(_ context.Context, _ *scenario.Env, params map[string]any, rec *scenario.Record) error {
+	rec.Equal("outcome", true, params["pass"])
+	return nil
+}
+
+const outcomeManifest = `profile: linux-x64-cgroupv1
+engine: {endpoint: unix:///var/run/docker.sock}
+image: sha256:%s
+namespace: gate
+policy:
+  resources: {cpus: 0.5, memoryBytes: 268435456, pids: 128}
+  temporaryStorage: {homeBytes: 16777216, tempBytes: 8388608}
+  network: {kind: isolated}
+  deadlines: {startupMs: 60000, cleanupMs: 5000}
+  transfers: {chunkBytes: 65536, metadataBatchBytes: 1048576, metadataMergeFanIn: 16}
+  streams: {maxBufferedInputBytes: 65536, maxBufferedOutputBytes: 1048576, highWaterMarkBytes: 16384}
+scenarios:
+  - {name: outcome, params: {pass: %t}}
+`
+
+// signedRun writes a manifest whose one scenario passes or fails into dir,
+// runs it without an Engine, signs the report with a fresh key and returns
+// the manifest, the report and the public key.
+func signedRun(t *testing.T, dir string, pass bool) (manifestPath, report, pub string) {
+	t.Helper()
+	manifestPath = filepath.Join(dir, "m.yaml")
+	assert.NilError(t, os.WriteFile(manifestPath, []byte(fmt.Sprintf(outcomeManifest, strings.Repeat("a", 64), pass)), 0o644))
+	reg := scenario.NewRegistry(outcome{})
+	m, err := manifest.Load(manifestPath, reg)
+	assert.NilError(t, err)
+	privPath, pub, err := attest.GenerateKey(filepath.Join(dir, "keys"))
+	assert.NilError(t, err)
+	key, err := attest.LoadPrivateKey(privPath)
+	assert.NilError(t, err)
+	report = filepath.Join(dir, "report")
+	_, err = qualify.Run(context.Background(), qualify.Config{Manifest: m, Output: report, Registry: reg,
+		ImageID: "sha256:" + strings.Repeat("a", 64), ImageSource: "manifest", SigningKey: key})
+	assert.NilError(t, err)
+	return manifestPath, report, pub
+}
+
+// A failed verdict keeps the gate shut with or without --require.
+func TestMergeFailsOnAFailedVerdictWithoutRequire(t *testing.T) {
+	_, report, pub := signedRun(t, t.TempDir(), false)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", "--key", pub, report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed, stderr.String())
+	assert.Check(t, is.Contains(stderr.String(), "report "+report+": run verdict failed"))
+	assert.Check(t, is.Contains(stderr.String(), "T1: outcome: failed"))
+}
+
+// A report of this build carries its harness identity and meets a policy
+// that requires this build's catalogue version; the same policy refuses it
+// when it demands a newer catalogue.
+func TestReportOfThisBuildPassesAPolicy(t *testing.T) {
+	dir := t.TempDir()
+	manifestPath, report, pub := signedRun(t, dir, true)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"verify", "--key", pub, report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.OK, stderr.String())
+	assert.Check(t, is.Contains(stdout.String(), fmt.Sprintf("harness catalogue v%d (sha256 %s)", scenario.CatalogueVersion, scenario.CatalogueSHA256[:12])))
+
+	policy := func(minimum int) string {
+		p := filepath.Join(dir, fmt.Sprintf("policy-%d.yaml", minimum))
+		rel, err := filepath.Rel(dir, pub)
+		assert.NilError(t, err)
+		assert.NilError(t, os.WriteFile(p, []byte(fmt.Sprintf(`schema: qualbox.gate-policy.v1
+keys: [%s]
+harness: {minimumCatalogueVersion: %d}
+rows:
+  - {name: hermetic, profile: linux-x64-cgroupv1, manifests: [%s]}
+scenarios: [outcome]
+`, rel, minimum, filepath.Base(manifestPath))), 0o644))
+		return p
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", policy(scenario.CatalogueVersion), report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.OK, stderr.String())
+
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", policy(scenario.CatalogueVersion + 1), report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed)
+	assert.Check(t, is.Contains(stderr.String(), fmt.Sprintf("catalogue version %d is below the required minimum %d", scenario.CatalogueVersion, scenario.CatalogueVersion+1)))
+}

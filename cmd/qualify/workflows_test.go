@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+	"gotest.tools/v3/assert"
+
+	"github.com/qualbox/qualbox/profiles"
+)
+
+// workflowRow is one row of the qualification matrix as CI runs it.
+type workflowRow struct{ Name, Profile, Manifest string }
+
+// workflowRows collects every strategy.matrix.include entry with a row
+// key from a workflow file.
+func workflowRows(workflow []byte) ([]workflowRow, error) {
+	var wf struct {
+		Jobs map[string]struct {
+			Strategy struct {
+				Matrix struct {
+					Include []map[string]any `yaml:"include"`
+				} `yaml:"matrix"`
+			} `yaml:"strategy"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(workflow, &wf); err != nil {
+		return nil, err
+	}
+	var rows []workflowRow
+	for job, j := range wf.Jobs {
+		for _, inc := range j.Strategy.Matrix.Include {
+			name, ok := inc["row"].(string)
+			if !ok {
+				continue
+			}
+			profile, _ := inc["profile"].(string)
+			manifest, _ := inc["manifest"].(string)
+			if profile == "" || manifest == "" {
+				return nil, fmt.Errorf("job %s: row %s needs profile and manifest", job, name)
+			}
+			rows = append(rows, workflowRow{name, profile, manifest})
+		}
+	}
+	sort.Slice(rows, func(i, k int) bool { return rows[i].Name < rows[k].Name })
+	return rows, nil
+}
+
+// policyRow is the part of a gate policy row the drift check compares.
+type policyRow struct {
+	Name      string   `yaml:"name"`
+	Profile   string   `yaml:"profile"`
+	Manifests []string `yaml:"manifests"`
+}
+
+// checkRows returns every way the workflow's rows, the CI gate policy's
+// rows (manifest paths relative to the policy's directory, policyDir
+// relative to the repository) and the profiles drift apart.
+func checkRows(workflow, policy []byte, policyDir string, profileNames []string) []string {
+	var out []string
+	rows, err := workflowRows(workflow)
+	if err != nil {
+		return []string{"workflow: " + err.Error()}
+	}
+	var pol struct {
+		Rows []policyRow `yaml:"rows"`
+	}
+	if err := yaml.Unmarshal(policy, &pol); err != nil {
+		return []string{"gate policy: " + err.Error()}
+	}
+	seen := map[string]bool{}
+	covered := map[string]bool{}
+	for _, r := range rows {
+		if seen[r.Name] {
+			out = append(out, fmt.Sprintf("workflow row %s appears twice", r.Name))
+		}
+		seen[r.Name] = true
+		covered[r.Profile] = true
+		if !slices.Contains(profileNames, r.Profile) {
+			out = append(out, fmt.Sprintf("workflow row %s: profile %s is not in profiles/", r.Name, r.Profile))
+		}
+		i := slices.IndexFunc(pol.Rows, func(p policyRow) bool { return p.Name == r.Name })
+		if i < 0 {
+			out = append(out, fmt.Sprintf("workflow row %s is not a row of the gate policy", r.Name))
+			continue
+		}
+		p := pol.Rows[i]
+		var manifests []string
+		for _, m := range p.Manifests {
+			manifests = append(manifests, path.Clean(path.Join(policyDir, m)))
+		}
+		if p.Profile != r.Profile || !slices.Contains(manifests, r.Manifest) {
+			out = append(out, fmt.Sprintf("row %s: workflow runs %s with %s, gate policy requires %s with %v", r.Name, r.Profile, r.Manifest, p.Profile, manifests))
+		}
+	}
+	for _, p := range pol.Rows {
+		if !seen[p.Name] {
+			out = append(out, fmt.Sprintf("gate policy row %s has no workflow row", p.Name))
+		}
+	}
+	for _, name := range profileNames {
+		if !covered[name] {
+			out = append(out, fmt.Sprintf("profile %s has no workflow row", name))
+		}
+	}
+	return out
+}
+
+func readRepo(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile("../../" + name)
+	assert.NilError(t, err)
+	return data
+}
+
+// Every profile has a CI row, every CI row a profile and a gate policy
+// row with the same profile and manifest (README.md "Adding a host row").
+func TestWorkflowRowsMatchProfiles(t *testing.T) {
+	workflow, policy := readRepo(t, ".github/workflows/qualify.yml"), readRepo(t, ".github/gate-policy.yaml")
+	rows, err := workflowRows(workflow)
+	assert.NilError(t, err)
+	assert.Assert(t, len(rows) >= len(profiles.Names()), "rows: %v", rows)
+	assert.DeepEqual(t, checkRows(workflow, policy, ".github", profiles.Names()), []string(nil))
+}
+
+// The check fails on deliberate drift: a profile without a row, a row of
+// an unknown profile, a row the policy does not require, a policy row no
+// job runs and a manifest that differs between the two.
+func TestWorkflowRowDriftIsCaught(t *testing.T) {
+	workflow, policy := readRepo(t, ".github/workflows/qualify.yml"), readRepo(t, ".github/gate-policy.yaml")
+	names := profiles.Names()
+	edit := func(data []byte, old, new string) []byte {
+		t.Helper()
+		assert.Assert(t, bytes.Contains(data, []byte(old)), "no %q", old)
+		return bytes.Replace(data, []byte(old), []byte(new), 1)
+	}
+	withoutRosetta := edit(workflow, "          - row: desktop-rosetta-amd64\n", "          - skipped: desktop-rosetta-amd64\n")
+	for _, tc := range []struct {
+		name             string
+		workflow, policy []byte
+		profiles         []string
+		want             string
+	}{
+		{"profile added without a row", workflow, policy, append(slices.Clone(names), "linux-arm64"), "profile linux-arm64 has no workflow row"},
+		{"row removed", withoutRosetta, policy, names, "gate policy row desktop-rosetta-amd64 has no workflow row"},
+		{"row removed, profile uncovered", withoutRosetta, policy, names, "profile desktop-apple-virtualization-rosetta-amd64 has no workflow row"},
+		{"row of an unknown profile", edit(workflow, "profile: linux-x64\n", "profile: linux-x86\n"), policy, names, "profile linux-x86 is not in profiles/"},
+		{"manifest drift", workflow, edit(policy, "[../manifests/linux-x64-cgroupv1-lane-b.yaml]", "[../manifests/linux-x64-cgroupv1.yaml]"), names, "row lane-b: workflow runs linux-x64-cgroupv1 with manifests/linux-x64-cgroupv1-lane-b.yaml"},
+		{"row not in the policy", edit(workflow, "- row: lane-a\n", "- row: lane-z\n"), policy, names, "workflow row lane-z is not a row of the gate policy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkRows(tc.workflow, tc.policy, ".github", tc.profiles)
+			assert.Assert(t, slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, tc.want) }), "want %q in %v", tc.want, got)
+		})
+	}
+}

@@ -1,0 +1,274 @@
+package evidence
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/qualbox/qualbox/qualify/attest"
+)
+
+// Cross-checks of a verified report (docs/qualification.md#evidence): every
+// signed file must tell the same story as evidence.json, and every verdict
+// must follow from the checks behind it. A signer is trusted for integrity,
+// not for consistency: a report whose summary.md says passed over a failed
+// scenario file, or whose scenario says passed with a failed check, is
+// rejected, naming the file.
+
+// RecomputeVerdict derives a scenario's verdict from its own evidence with
+// the harness's rule: failed on a failure, a failed check or a cleanup
+// error; otherwise its recorded skipped or not_applicable verdict (which
+// needs a reason), or passed, which needs at least one check. It returns
+// the verdict and, when the recorded verdict disagrees, why.
+func RecomputeVerdict(s *Scenario) (Verdict, string) {
+	var failedCheck string
+	for _, c := range s.Checks {
+		if !c.OK {
+			failedCheck = c.Name
+			break
+		}
+	}
+	switch {
+	case s.Failure != "" || failedCheck != "" || len(s.CleanupErrors) > 0:
+		if s.Verdict.Kind != Failed {
+			why := "its failure"
+			switch {
+			case failedCheck != "":
+				why = fmt.Sprintf("check %q failed", failedCheck)
+			case len(s.CleanupErrors) > 0:
+				why = "it has cleanup errors"
+			}
+			return Verdict{Kind: Failed}, fmt.Sprintf("verdict %s, but %s", s.Verdict, why)
+		}
+		return s.Verdict, ""
+	case s.Verdict.Kind == Failed:
+		return Verdict{Kind: Passed}, "verdict failed without a failure, a failed check or a cleanup error"
+	case s.Verdict.Kind == Skipped || s.Verdict.Kind == NotApplicable:
+		if s.Verdict.Reason == "" {
+			return s.Verdict, fmt.Sprintf("verdict %s without a reason", s.Verdict.Kind)
+		}
+		return s.Verdict, ""
+	case s.Verdict.Kind != Passed:
+		return s.Verdict, fmt.Sprintf("unknown verdict kind %q", s.Verdict.Kind)
+	case len(s.Checks) == 0:
+		return Verdict{Kind: Failed}, "verdict passed with no checks recorded"
+	}
+	return s.Verdict, ""
+}
+
+// runVerdictProblem says why r.Verdict does not follow from its scenarios,
+// its image cleanup and its interruption, or "".
+func runVerdictProblem(r *Run) string {
+	var cause string
+	for _, s := range r.Scenarios {
+		if s.Verdict.Kind == Failed {
+			cause = "scenario " + s.Name + " failed"
+			break
+		}
+	}
+	switch {
+	case r.Interrupted:
+		cause = "the run was interrupted"
+	case r.Image.RemoveError != "":
+		cause = "the guest image was not removed"
+	}
+	switch {
+	case cause != "" && r.Verdict.Kind != Failed:
+		return fmt.Sprintf("run verdict %s, but %s", r.Verdict, cause)
+	case cause == "" && r.Verdict.Kind != Passed:
+		return fmt.Sprintf("run verdict %s, but no scenario failed and the run was neither interrupted nor left its image", r.Verdict)
+	}
+	return ""
+}
+
+// crossCheck compares the signed files of a report with its evidence.json
+// (already decoded into r). scenarioFiles are the subjects that look like
+// scenario evidence. Problems are *attest.FileError values, joined.
+func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error)) error {
+	var errs []error
+	fail := func(file, format string, args ...any) {
+		errs = append(errs, &attest.FileError{File: file, Err: fmt.Errorf(format, args...)})
+	}
+	referenced := map[string]bool{}
+	for i, sum := range r.Scenarios {
+		// A manifest may list a scenario twice (with other params); the
+		// index and directory tell the entries apart.
+		if sum.Index != i+1 {
+			fail("evidence.json", "scenario %d %q has index %d", i+1, sum.Name, sum.Index)
+		}
+		if sum.Dir == "" {
+			// Not run (interrupted before it): no evidence, no checks.
+			if sum.Verdict.Kind != Skipped || sum.Checks != 0 {
+				fail("evidence.json", "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
+			}
+			continue
+		}
+		file := sum.Dir + "/evidence.json"
+		if want := fmt.Sprintf("%02d-%s", sum.Index, sum.Name); sum.Dir != want {
+			fail("evidence.json", "scenario %q: directory %q, want %q", sum.Name, sum.Dir, want)
+			continue
+		}
+		referenced[file] = true
+		data, err := read(file)
+		if err != nil {
+			fail(file, "%v", err)
+			continue
+		}
+		var s Scenario
+		if err := attest.StrictJSONFile(data, file, &s); err != nil {
+			fail(file, "%v", err)
+			continue
+		}
+		if _, why := RecomputeVerdict(&s); why != "" {
+			fail(file, "%s", why)
+		}
+		switch {
+		case s.Verdict != sum.Verdict:
+			fail(file, "verdict %s, but evidence.json says %s", s.Verdict, sum.Verdict)
+		case len(s.Checks) != sum.Checks || s.PassedChecks() != sum.Passed:
+			fail(file, "%d/%d checks passed, but evidence.json says %d/%d", s.PassedChecks(), len(s.Checks), sum.Passed, sum.Checks)
+		}
+	}
+	for _, f := range scenarioFiles {
+		if !referenced[f] {
+			fail(f, "scenario evidence that evidence.json does not list")
+		}
+	}
+	if why := runVerdictProblem(r); why != "" {
+		fail("evidence.json", "%s", why)
+	}
+	if data, err := read("summary.md"); err == nil {
+		for _, p := range summaryProblems(r, data) {
+			fail("summary.md", "%s", p)
+		}
+	}
+	if data, err := read("junit.xml"); err == nil {
+		for _, p := range junitProblems(r, data) {
+			fail("junit.xml", "%s", p)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// summaryProblems compares summary.md's verdict line and the first four
+// columns of its table (#, scenario, verdict, checks) with r.
+func summaryProblems(r *Run, data []byte) []string {
+	var out []string
+	if want := fmt.Sprintf("- Verdict: **%s**\n", r.Verdict); !bytes.Contains(data, []byte(want)) {
+		out = append(out, fmt.Sprintf("has no line %q", strings.TrimSpace(want)))
+	}
+	var rows [][]string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "|:") {
+			continue // not a table line, or the alignment line
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) > 1 && strings.TrimSpace(cells[1]) == "#" {
+			continue // the header
+		}
+		if len(cells) < 6 {
+			out = append(out, fmt.Sprintf("table row %q has too few columns", line))
+			continue
+		}
+		row := make([]string, 4)
+		for i := range row {
+			row[i] = strings.TrimSpace(cells[i+1])
+		}
+		rows = append(rows, row)
+	}
+	want := tableRows(r)
+	if len(rows) != len(want) {
+		return append(out, fmt.Sprintf("table has %d scenario rows, evidence.json %d scenarios", len(rows), len(want)))
+	}
+	for i, row := range rows {
+		if !slices.Equal(row, want[i][:4]) {
+			out = append(out, fmt.Sprintf("row %d is %s, evidence.json says %s", i+1, strings.Join(row, " | "), strings.Join(want[i][:4], " | ")))
+		}
+	}
+	return out
+}
+
+// junitProblems compares junit.xml's counts and test cases with r. The
+// errors attribute is optional here: reports written before it existed
+// still verify.
+func junitProblems(r *Run, data []byte) []string {
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Errors   int `xml:"errors,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Cases    []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+				Error   *struct{} `xml:"error"`
+				Skipped *struct{} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		return []string{err.Error()}
+	}
+	if len(doc.Suites) != 1 {
+		return []string{fmt.Sprintf("%d test suites, want 1", len(doc.Suites))}
+	}
+	var out []string
+	suite := doc.Suites[0]
+	failed, skipped := 0, 0
+	for _, s := range r.Scenarios {
+		switch s.Verdict.Kind {
+		case Failed:
+			failed++
+		case Skipped, NotApplicable:
+			skipped++
+		}
+	}
+	for _, c := range []struct {
+		what      string
+		got, want int
+	}{
+		{"testsuites tests", doc.Tests, len(r.Scenarios)},
+		{"testsuites failures", doc.Failures, failed},
+		{"testsuite tests", suite.Tests, len(r.Scenarios)},
+		{"testsuite failures", suite.Failures, failed},
+		{"testsuite errors", suite.Errors, 0},
+		{"testsuite skipped", suite.Skipped, skipped},
+	} {
+		if c.got != c.want {
+			out = append(out, fmt.Sprintf("%s=%d, evidence.json says %d", c.what, c.got, c.want))
+		}
+	}
+	if len(suite.Cases) != len(r.Scenarios) {
+		return append(out, fmt.Sprintf("%d test cases, evidence.json %d scenarios", len(suite.Cases), len(r.Scenarios)))
+	}
+	for i, c := range suite.Cases {
+		s := r.Scenarios[i]
+		got := "passed"
+		switch {
+		case c.Failure != nil || c.Error != nil:
+			got = "failed"
+		case c.Skipped != nil:
+			got = "skipped"
+		}
+		want := map[Kind]string{Failed: "failed", Skipped: "skipped", NotApplicable: "skipped"}[s.Verdict.Kind]
+		if want == "" {
+			want = "passed"
+		}
+		if c.Name != s.Name || got != want {
+			out = append(out, fmt.Sprintf("test case %d is %s %s, evidence.json says %s %s", i+1, c.Name, got, s.Name, s.Verdict.Kind))
+		}
+	}
+	return out
+}
+
+// isScenarioEvidence reports whether a subject name is a scenario's
+// evidence file.
+func isScenarioEvidence(name string) bool {
+	return scenarioEvidence.MatchString(name) && path.Dir(name) != "."
+}

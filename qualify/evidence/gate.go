@@ -1,0 +1,133 @@
+package evidence
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Row is one platform row a release gate requires (docs/qualification.md#rows):
+// reports of a profile on an Engine line, run with a pinned manifest. A
+// report matches a row when its signed tuple has the row's profile and
+// every set field; it satisfies the row when it also ran one of the
+// row's manifests.
+type Row struct {
+	// Name names the row in gate messages, e.g. "lane-a".
+	Name string `yaml:"name" json:"name"`
+	// Profile is the platform profile name.
+	Profile string `yaml:"profile" json:"profile"`
+	// Engine, when set, is a prefix of the Engine version, e.g. "20.10.".
+	Engine string `yaml:"engine,omitempty" json:"engine,omitempty"`
+	// ControllerOS and ControllerArch, when set, must equal the tuple's
+	// (GOOS and GOARCH of the controller, e.g. darwin/arm64).
+	ControllerOS   string `yaml:"controllerOS,omitempty" json:"controllerOS,omitempty"`
+	ControllerArch string `yaml:"controllerArch,omitempty" json:"controllerArch,omitempty"`
+	// CgroupVersion, when set, must equal the tuple's ("1" or "2").
+	CgroupVersion string `yaml:"cgroupVersion,omitempty" json:"cgroupVersion,omitempty"`
+	// OperatingSystem, when set, is a prefix of the Engine host's operating
+	// system, e.g. "Ubuntu" to tell a hosted runner from a Debian lane.
+	OperatingSystem string `yaml:"operatingSystem,omitempty" json:"operatingSystem,omitempty"`
+	// Manifests are the hex SHA-256 digests of the manifests a report of
+	// this row may have run (a policy file names the manifest files).
+	Manifests []string `yaml:"-" json:"manifests"`
+}
+
+// Matches reports whether t belongs to the row (manifest aside).
+func (r Row) Matches(t Tuple) bool {
+	return t.Profile == r.Profile &&
+		strings.HasPrefix(t.EngineVersion, r.Engine) &&
+		(r.ControllerOS == "" || t.ControllerOS == r.ControllerOS) &&
+		(r.ControllerArch == "" || t.ControllerArch == r.ControllerArch) &&
+		(r.CgroupVersion == "" || t.CgroupVersion == r.CgroupVersion) &&
+		strings.HasPrefix(t.OperatingSystem, r.OperatingSystem)
+}
+
+func (r Row) String() string {
+	s := fmt.Sprintf("row %s (profile %s", r.Name, r.Profile)
+	for _, f := range [][2]string{{"engine", r.Engine}, {"controller os", r.ControllerOS}, {"controller arch", r.ControllerArch}, {"cgroup v", r.CgroupVersion}, {"os", r.OperatingSystem}} {
+		if f[1] != "" {
+			s += ", " + f[0] + " " + f[1]
+		}
+	}
+	return s + ")"
+}
+
+// Requirement is what a release gate demands beyond "nothing failed":
+// the rows that must each have a report with a pinned manifest, the
+// scenarios that must pass in every report, and the minimum harness.
+type Requirement struct {
+	Rows      []Row
+	Scenarios []string
+	Harness   HarnessRequirement
+}
+
+// Gate judges merged reports and returns one line per violation, nil when
+// the gate passes (docs/qualification.md#gate).
+//
+// Without a requirement (req nil) it fails only on failures: a run verdict
+// that is not passed, or a scenario that failed in any report. With one,
+// also on: a report without the required harness identity; a report that
+// matches no required row; a report of a row that ran a manifest the row
+// does not pin; a required row with no satisfying report; a required
+// scenario that did not pass in every report.
+func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
+	var out []string
+	for _, c := range m.Columns {
+		for k, v := range c.RunVerdicts {
+			if v.Kind != Passed {
+				out = append(out, fmt.Sprintf("%s: report %s: run verdict %s", c.Key, c.Reports[k], v))
+			}
+		}
+	}
+	for i, name := range m.Scenarios {
+		for j, c := range m.Columns {
+			if m.Cells[i][j].Kind == Failed {
+				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
+			}
+		}
+	}
+	if req == nil {
+		return out
+	}
+	satisfied := make([]int, len(req.Rows))
+	for _, rep := range reports {
+		if why := req.Harness.Check(rep.Predicate.Harness); why != "" {
+			out = append(out, fmt.Sprintf("report %s: %s", rep.Dir, why))
+		}
+		t := rep.Predicate.Tuple
+		matched := false
+		for i, row := range req.Rows {
+			if !row.Matches(t) {
+				continue
+			}
+			matched = true
+			if slices.Contains(row.Manifests, t.ManifestSHA256) {
+				satisfied[i]++
+			} else {
+				out = append(out, fmt.Sprintf("report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", ")))
+			}
+		}
+		if !matched {
+			out = append(out, fmt.Sprintf("report %s (%s) matches no required row", rep.Dir, t.Label()))
+		}
+	}
+	for i, row := range req.Rows {
+		if satisfied[i] == 0 {
+			out = append(out, fmt.Sprintf("%s: no report with a pinned manifest", row))
+		}
+	}
+	for _, name := range req.Scenarios {
+		i := slices.Index(m.Scenarios, name)
+		for j, c := range m.Columns {
+			switch {
+			case i < 0:
+				out = append(out, fmt.Sprintf("%s: %s: not in any report", c.Key, name))
+			case m.Cells[i][j].Runs != len(c.Reports):
+				out = append(out, fmt.Sprintf("%s: %s: not run by %d of %d report(s)", c.Key, name, len(c.Reports)-m.Cells[i][j].Runs, len(c.Reports)))
+			case m.Cells[i][j].Kind != Failed && m.Cells[i][j].Passed != m.Cells[i][j].Runs:
+				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,51 @@
+package scenario
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// CatalogueVersion identifies the meaning of the scenario catalogue's
+// checks. Bump it in the same commit as any change that makes a scenario
+// check more (or differently): a release gate can then require reports of
+// at least this version (docs/qualification.md#gate). Version 1 is every
+// report made before reports carried a harness identity.
+const CatalogueVersion = 2
+
+// sources are this package's Go files, embedded so that every build knows
+// the digest of the scenario code it runs, with or without VCS stamping.
+//
+//go:embed *.go
+var sources embed.FS
+
+// CatalogueSHA256 is the hex SHA-256 over this package's non-test Go
+// sources: for each file in name order, its name, a NUL, its length in
+// decimal, a NUL and its bytes. Any edit of a scenario changes it.
+var CatalogueSHA256 = catalogueDigest(sources)
+
+func catalogueDigest(fsys fs.FS) string {
+	names, err := fs.Glob(fsys, "*.go")
+	if err != nil {
+		panic(err) // the pattern is valid
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		if strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		data, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			panic(err) // embedded files are always readable
+		}
+		h.Write([]byte(n + "\x00"))
+		h.Write([]byte(strconv.Itoa(len(data)) + "\x00"))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
