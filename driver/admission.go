@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/api/types/system"
@@ -221,8 +222,10 @@ var daemonRules = []admissionRule{
 	}},
 	{name: "daemon ID", check: func(f *admissionFacts) (string, string, bool) {
 		id := f.info.ID
+		// Any Unicode white space, not only ASCII: the ID is recorded and
+		// compared as one opaque token (docs/contract.md#recovery).
 		return "non-empty identity without whitespace or separators", strconv.Quote(id),
-			id != "" && len(id) <= 256 && !strings.ContainsAny(id, " \t\r\n/\\")
+			id != "" && len(id) <= 256 && !strings.ContainsFunc(id, unicode.IsSpace) && !strings.ContainsAny(id, "/\\")
 	}},
 	{name: "/version Os", check: func(f *admissionFacts) (string, string, bool) { return equal("linux", f.ver.Os) }},
 	{name: "/version Arch", check: func(f *admissionFacts) (string, string, bool) {

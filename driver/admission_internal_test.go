@@ -126,3 +126,17 @@ func TestAdmissionTableRowsFail(t *testing.T) {
 		})
 	}
 }
+
+// The daemon ID is one opaque token: any Unicode white space rejects it, not
+// only space, tab, CR and LF.
+func TestDaemonIDRejectsAnyWhitespace(t *testing.T) {
+	for _, id := range []string{"a b", "a\tb", "a\nb", "a\rb", "a\vb", "a\fb", "a\u0085b", "a\u00a0b", "a\u2028b", "a\u3000b", "a/b", "a\\b", ""} {
+		f := passingFacts(t)
+		f.info.ID = id
+		for _, c := range f.evaluate(false) {
+			if c.Name == "daemon ID" {
+				assert.Check(t, !c.OK, "daemon ID %q admitted", id)
+			}
+		}
+	}
+}
