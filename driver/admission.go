@@ -29,10 +29,13 @@ type Check struct {
 // EngineFacts is what admission read from the Engine: the tuple a
 // qualification report records.
 type EngineFacts struct {
-	DaemonID         string      `json:"daemonId"`
-	Version          string      `json:"version"`
-	APIVersion       string      `json:"apiVersion"`
-	MinAPIVersion    string      `json:"minApiVersion"`
+	DaemonID      string `json:"daemonId"`
+	Version       string `json:"version"`
+	APIVersion    string `json:"apiVersion"`
+	MinAPIVersion string `json:"minApiVersion"`
+	// ClientAPIVersion is the API version the driver pinned its client to
+	// and used for every request of this admission.
+	ClientAPIVersion string      `json:"clientApiVersion"`
 	GitCommit        string      `json:"gitCommit"`
 	Os               string      `json:"os"`
 	Arch             string      `json:"arch"`
@@ -419,6 +422,7 @@ func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config,
 		}
 	}
 	a := &Admission{Profile: prof.Name, Checks: f.evaluate(withImages), Engine: f.engineFacts()}
+	a.Engine.ClientAPIVersion = eng.cli.ClientVersion()
 	if f.image != nil {
 		a.Image = ImageFacts{ID: f.image.ID, Os: f.image.Os, Architecture: f.image.Architecture,
 			Env: imageEnv(f.image), Volumes: imageVolumes(f.image)}
