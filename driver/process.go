@@ -144,6 +144,9 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 	if err != nil {
 		return nil, engineFailure(err, "create exec in %s", containerID)
 	}
+	if err := checkEngineID("exec", created.ID); err != nil {
+		return nil, err
+	}
 	att, err := eng.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, engineFailure(err, "attach exec %s", created.ID)
