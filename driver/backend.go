@@ -26,8 +26,10 @@ type Backend struct {
 
 var _ sandboxapi.Backend = (*Backend)(nil)
 
-// New validates cfg and returns an inert Backend. Invalid fields are
-// *ConfigError naming the field; no Engine, file or network access happens.
+// New validates cfg and returns an inert Backend. An invalid cfg is a
+// *sandboxapi.ValidationError listing every invalid field at once, each
+// Issue's path a Config field path such as "Datasets[1].Name"; no Engine,
+// file or network access happens.
 func New(cfg Config) (*Backend, error) {
 	cfg.Datasets = append([]Dataset(nil), cfg.Datasets...)
 	prof, ns, socket, err := cfg.validate()

@@ -54,11 +54,30 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 			cfg := good
 			tc.mutate(&cfg)
 			_, err := driver.New(cfg)
-			var ce *driver.ConfigError
-			assert.Assert(t, errors.As(err, &ce), "got %v", err)
-			assert.Equal(t, ce.Field, tc.field)
+			var ve *sandboxapi.ValidationError
+			assert.Assert(t, errors.As(err, &ve), "got %v", err)
+			assert.Assert(t, is.Len(ve.Issues, 1), "%v", err)
+			assert.Equal(t, ve.Issues[0].PathString(), tc.field)
 		})
 	}
+}
+
+// Every configuration problem is reported at once, each under its field
+// path, as policy parsing does (docs/contract.md#errors).
+func TestNewReportsEveryConfigProblem(t *testing.T) {
+	_, err := driver.New(driver.Config{
+		Profile: "linux-x64-cgroupv1", Endpoint: "tcp://127.0.0.1:2375", Namespace: "ns", SpillDirectory: "spill",
+		ImageID: "busybox", User: driver.User{UID: 0, GID: 1},
+		Datasets: []driver.Dataset{{Name: "A", ImageID: "x", Subpath: "/abs"}},
+	})
+	var ve *sandboxapi.ValidationError
+	assert.Assert(t, errors.As(err, &ve), "got %v", err)
+	var paths []string
+	for _, i := range ve.Issues {
+		paths = append(paths, i.PathString())
+	}
+	assert.DeepEqual(t, paths, []string{"Endpoint", "SpillDirectory", "ImageID", "User.UID",
+		"Datasets[0].Name", "Datasets[0].ImageID", "Datasets[0].Subpath"})
 }
 
 func TestUnknownProfileListsKnownOnes(t *testing.T) {
