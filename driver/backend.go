@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -127,11 +128,22 @@ func (b *Backend) Reserve(req sandboxapi.Request, recovery sandboxapi.RecoveryPo
 }
 
 func (b *Backend) startupTimeout(p sandboxapi.Policy) time.Duration {
-	return time.Duration(p.Deadlines.StartupMs) * time.Millisecond
+	return durationMs(p.Deadlines.StartupMs)
 }
 
 func (b *Backend) cleanupTimeout(p sandboxapi.Policy) time.Duration {
-	return time.Duration(p.Deadlines.CleanupMs) * time.Millisecond
+	return durationMs(p.Deadlines.CleanupMs)
+}
+
+// durationMs converts a policy millisecond count to a time.Duration,
+// clamping at the largest Duration (about 292 years): the contract admits
+// up to 2^53-1 ms (docs/contract.md#policy), which overflows nanoseconds,
+// and a wrapped value can be negative and expire at once.
+func durationMs(ms int64) time.Duration {
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // pinnedAPIVersion is the Engine API version the backend speaks: the

@@ -347,3 +347,18 @@ func TestStartRejectsASharedSpillDirectory(t *testing.T) {
 	assert.Check(t, is.Contains(err.Error(), "writable by group or others"))
 	assert.Equal(t, res.RecoveryRecord().Phase, sandboxapi.PhaseReserved, "rejected before any Engine effect")
 }
+
+// Execution deadlines up to the contract's maximum (2^53-1 ms) clamp
+// instead of wrapping: 18446744073709 ms is about 2^64 ns, which wraps to a
+// negative time.Duration that would expire the deadline at once.
+func TestHugeDeadlinesClampInsteadOfWrapping(t *testing.T) {
+	b := newBackend(t)
+	for _, ms := range []int64{18446744073709, sandboxapi.MaxSafeInteger} {
+		policy := enginetest.Policy()
+		policy.Execution = sandboxapi.Execution{Kind: sandboxapi.ExecutionDeadline, TimeoutMs: ms}
+		sb := started(t, b, policy)
+		r := run(t, sb, nil, "/bin/echo", "still here")
+		assert.Check(t, is.Equal(string(r.stdout), "still here\n"), "deadline %d ms", ms)
+		assert.Check(t, is.Equal(r.exit, sandboxapi.Exited(0)), "deadline %d ms", ms)
+	}
+}

@@ -160,7 +160,7 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 	if policy.Execution.Kind == sandboxapi.ExecutionDeadline {
 		// Armed once the exec is attached: a Start that failed earlier must
 		// not stop the sandbox later.
-		timeout := time.Duration(policy.Execution.TimeoutMs) * time.Millisecond
+		timeout := durationMs(policy.Execution.TimeoutMs)
 		p.mu.Lock()
 		p.deadline = time.AfterFunc(timeout, func() {
 			p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDeadlineExceeded, Message: fmt.Sprintf("execution deadline of %v expired", timeout)})
