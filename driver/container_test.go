@@ -154,17 +154,21 @@ func TestMountReadbackIsStrict(t *testing.T) {
 	assert.NilError(t, b.verifyContainer(fresh(), record, policy, sandboxapi.RoleCompute, "vol", "", true))
 	const ws, ds = "HostConfig.Mounts[/workspace]", "HostConfig.Mounts[/datasets/corpus]"
 	for field, mutate := range map[string]func(c *container.InspectResponse){
-		ws + ".BindOptions":                func(c *container.InspectResponse) { c.HostConfig.Mounts[0].BindOptions = &mount.BindOptions{} },
-		ws + ".TmpfsOptions":               func(c *container.InspectResponse) { c.HostConfig.Mounts[0].TmpfsOptions = &mount.TmpfsOptions{} },
-		ws + ".ImageOptions":               func(c *container.InspectResponse) { c.HostConfig.Mounts[0].ImageOptions = &mount.ImageOptions{} },
-		ws + ".Consistency":                func(c *container.InspectResponse) { c.HostConfig.Mounts[0].Consistency = mount.ConsistencyCached },
-		ws + ".VolumeOptions.Labels":       func(c *container.InspectResponse) { c.HostConfig.Mounts[0].VolumeOptions.Labels = map[string]string{"a": "b"} },
-		ws + ".VolumeOptions.Subpath":      func(c *container.InspectResponse) { c.HostConfig.Mounts[0].VolumeOptions.Subpath = "x" },
-		ws + ".VolumeOptions.DriverConfig": func(c *container.InspectResponse) { c.HostConfig.Mounts[0].VolumeOptions.DriverConfig = &mount.Driver{Name: "local"} },
-		ds + ".VolumeOptions":              func(c *container.InspectResponse) { c.HostConfig.Mounts[1].VolumeOptions = &mount.VolumeOptions{} },
-		ds + ".ClusterOptions":             func(c *container.InspectResponse) { c.HostConfig.Mounts[1].ClusterOptions = &mount.ClusterOptions{} },
-		"Mounts[/datasets/corpus].Source":  func(c *container.InspectResponse) { c.Mounts[1].Source = "" },
-		"Mounts[/datasets/corpus].Driver":  func(c *container.InspectResponse) { c.Mounts[1].Driver = "local" },
+		ws + ".BindOptions":  func(c *container.InspectResponse) { c.HostConfig.Mounts[0].BindOptions = &mount.BindOptions{} },
+		ws + ".TmpfsOptions": func(c *container.InspectResponse) { c.HostConfig.Mounts[0].TmpfsOptions = &mount.TmpfsOptions{} },
+		ws + ".ImageOptions": func(c *container.InspectResponse) { c.HostConfig.Mounts[0].ImageOptions = &mount.ImageOptions{} },
+		ws + ".Consistency":  func(c *container.InspectResponse) { c.HostConfig.Mounts[0].Consistency = mount.ConsistencyCached },
+		ws + ".VolumeOptions.Labels": func(c *container.InspectResponse) {
+			c.HostConfig.Mounts[0].VolumeOptions.Labels = map[string]string{"a": "b"}
+		},
+		ws + ".VolumeOptions.Subpath": func(c *container.InspectResponse) { c.HostConfig.Mounts[0].VolumeOptions.Subpath = "x" },
+		ws + ".VolumeOptions.DriverConfig": func(c *container.InspectResponse) {
+			c.HostConfig.Mounts[0].VolumeOptions.DriverConfig = &mount.Driver{Name: "local"}
+		},
+		ds + ".VolumeOptions":             func(c *container.InspectResponse) { c.HostConfig.Mounts[1].VolumeOptions = &mount.VolumeOptions{} },
+		ds + ".ClusterOptions":            func(c *container.InspectResponse) { c.HostConfig.Mounts[1].ClusterOptions = &mount.ClusterOptions{} },
+		"Mounts[/datasets/corpus].Source": func(c *container.InspectResponse) { c.Mounts[1].Source = "" },
+		"Mounts[/datasets/corpus].Driver": func(c *container.InspectResponse) { c.Mounts[1].Driver = "local" },
 	} {
 		c := fresh()
 		mutate(&c)
