@@ -615,10 +615,26 @@ func (s *sandbox) removeRole(ctx context.Context, role sandboxapi.Role) error {
 
 // verifyDaemon repeats daemon admission and the identity check before a
 // cleanup effect: a changed profile or daemon keeps cleanup ownership but is
-// never acted on. Callers hold cleanupMu.
+// never acted on. Callers hold cleanupMu; it runs once per Stop or Destroy.
 func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
+	if s.daemonVerified {
+		return nil
+	}
+	if err := s.checkDaemon(ctx, eng); err != nil {
+		return err
+	}
+	s.daemonVerified = true
+	return nil
+}
+
+// checkDaemon repeats daemon admission (controller, /version, /info) and
+// requires the daemon the record's authority names. Exec, import, export
+// and cleanup run it before acting (docs/contract.md#profiles-and-admission).
+// Before authority is verified there is nothing to compare and it returns
+// nil.
+func (s *sandbox) checkDaemon(ctx context.Context, eng *engine) error {
 	rec := s.RecoveryRecord()
-	if rec.Authority.Kind != sandboxapi.AuthorityVerified || s.daemonVerified {
+	if rec.Authority.Kind != sandboxapi.AuthorityVerified {
 		return nil
 	}
 	id, err := s.b.admitDaemon(ctx, eng)
@@ -628,8 +644,34 @@ func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
 	if id != rec.Authority.BackendIdentity {
 		return &sandboxapi.StateError{Message: fmt.Sprintf("Engine at %s is daemon %q, the record's resources belong to %q", eng.socket, id, rec.Authority.BackendIdentity)}
 	}
-	s.daemonVerified = true
 	return nil
+}
+
+// checkComputeActive inspects the owned compute container (exact ID,
+// labels, fingerprint) and requires it running: exec create and exec start
+// never reach a replaced, stopped or paused workload.
+func (s *sandbox) checkComputeActive(ctx context.Context, eng *engine) error {
+	in, err := s.inspectOwned(ctx, eng, sandboxapi.RoleCompute)
+	if err != nil {
+		return err
+	}
+	st := in.container.State
+	if st == nil || !st.Running || st.Paused || st.Restarting || st.Dead {
+		return &sandboxapi.StateError{Message: fmt.Sprintf("compute container %s is not running (%+v)", in.id, st)}
+	}
+	return nil
+}
+
+// checkAccessor re-inspects the export accessor before an export: still
+// the owned container with its recorded fingerprint, never started, and
+// mounting the workspace read-only without network, exactly as created.
+func (s *sandbox) checkAccessor(ctx context.Context, eng *engine) error {
+	in, err := s.inspectOwned(ctx, eng, sandboxapi.RoleExport)
+	if err != nil {
+		return err
+	}
+	storage, _ := s.resource(sandboxapi.RoleStorage)
+	return s.b.verifyContainer(*in.container, s.RecoveryRecord(), s.policy, sandboxapi.RoleExport, storage.Name, "", false)
 }
 
 // UncertainError reports a resource whose create was dispatched (or
