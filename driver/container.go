@@ -200,6 +200,9 @@ func (d *differ) err(resource string) error {
 	return &ReadbackError{Resource: resource, Differences: d.lines}
 }
 
+// neverStarted is State.StartedAt of a container that never ran.
+const neverStarted = "0001-01-01T00:00:00Z"
+
 // verifyContainer compares an inspected container with its request field by
 // field (seed verifyContainer). started adds the running-state, AppArmor and
 // network attachment checks that only hold after start.
@@ -275,7 +278,7 @@ func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi
 	verifyMounts(&d, c, want.host.Mounts)
 
 	if role == sandboxapi.RoleExport {
-		if c.State == nil || c.State.Running || c.State.Status != "created" {
+		if c.State == nil || c.State.Running || c.State.Status != "created" || (c.State.StartedAt != "" && c.State.StartedAt != neverStarted) {
 			d.lines = append(d.lines, fmt.Sprintf("State: export accessor must be created and never started, got %+v", c.State))
 		}
 	}
