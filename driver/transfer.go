@@ -219,7 +219,7 @@ func (s *sandbox) writeImport(ctx context.Context, src sandboxapi.TreeSource, op
 		if err := q.add(e.Path, e.Size); err != nil {
 			return err
 		}
-		rec = archive.AppendRecord(rec[:0], e.Path, dir)
+		rec = archive.AppendRecord(rec[:0], e.Path, dir, 0)
 		if err := sorter.Add(rec); err != nil {
 			return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill import metadata", Err: err}
 		}
@@ -520,7 +520,7 @@ func (x *export) run(ctx context.Context) (err error) {
 		case n > 0 && !strings.HasPrefix(h.Name, x.root+"/"):
 			return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("entry outside the selected %q", x.root)}, what)
 		}
-		rec = archive.AppendRecord(rec[:0], h.Name, h.Dir)
+		rec = archive.AppendRecord(rec[:0], h.Name, h.Dir, h.Offset)
 		if err := sorter.Add(rec); err != nil {
 			return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill export metadata", Err: err}
 		}
