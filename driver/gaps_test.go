@@ -184,3 +184,17 @@ func TestImportFirstEntryNamedLikeCompressionMagic(t *testing.T) {
 	r := run(t, sb, nil, "/bin/sh", "-c", "cat 'BZh91AY&SY'; stat -c ' %a %u' .")
 	assert.Check(t, is.Equal(string(r.stdout), "bzip? 755 65534\n"))
 }
+
+// An exec ID that is not 64 lowercase hex is refused before the driver
+// starts or records it; a proxy rewrites the exec create reply.
+func TestExecIDMustBeExact(t *testing.T) {
+	proxy := newProxy(t)
+	b := newBackend(t, viaProxy(proxy))
+	sb := started(t, b, enginetest.Policy())
+	proxy.SetRules(faultproxy.ReplaceBody(faultproxy.Request("POST", `/containers/[^/]+/exec`), "application/json", []byte(`{"Id":"e1"}`)))
+	pr, err := sb.ReserveProcess(sandboxapi.ProcessSpec{Executable: "/bin/true", Cwd: "/"})
+	assert.NilError(t, err)
+	_, err = pr.Start(context.Background())
+	assert.Check(t, isOp(err, sandboxapi.CodeDriverFailure) && strings.Contains(err.Error(), "64 lowercase hex"), "got %v", err)
+	proxy.SetRules()
+}
