@@ -145,7 +145,7 @@ func TestTransferObservationsAreBounded(t *testing.T) {
 	proxy := newProxy(t)
 	b := newBackend(t, viaProxy(proxy))
 	policy := enginetest.Policy()
-	policy.Deadlines.StartupMs = 8000
+	policy.Deadlines.StartupMs = 20000 // start must fit too, on a loaded host
 	sb := started(t, b, policy)
 	ctx := context.Background()
 	bounded := func(what string, f func() error) {
