@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
@@ -401,14 +402,33 @@ func (f *admissionFacts) evaluate(withImages bool) []Check {
 func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
 	f := &admissionFacts{prof: prof, cfg: cfg}
 	var err error
-	if f.ver, err = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{}); err != nil {
+	f.ver, err = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	unserved := err != nil && cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "client version")
+	switch {
+	case unserved:
+		// The daemon does not serve the pinned API version. Read /version
+		// and /info at its default version, only so that admission can
+		// report every failed row (the API version range among them); no
+		// image is inspected and nothing else is done at that version.
+		var v system.VersionResponse
+		if _, err := eng.getUnversioned(ctx, "/version", &v); err != nil {
+			return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
+		}
+		f.ver = client.ServerVersionResult{Version: v.Version, APIVersion: v.APIVersion, MinAPIVersion: v.MinAPIVersion,
+			Os: v.Os, Arch: v.Arch, Components: v.Components}
+		if _, err := eng.getUnversioned(ctx, "/info", &f.info); err != nil {
+			return nil, engineFailure(err, "read Engine /info at %s", eng.socket)
+		}
+		withImages = false
+	case err != nil:
 		return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
+	default:
+		infoRes, err := eng.cli.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return nil, engineFailure(err, "read Engine /info at %s", eng.socket)
+		}
+		f.info = infoRes.Info
 	}
-	infoRes, err := eng.cli.Info(ctx, client.InfoOptions{})
-	if err != nil {
-		return nil, engineFailure(err, "read Engine /info at %s", eng.socket)
-	}
-	f.info = infoRes.Info
 	if withImages {
 		if f.image, err = inspectImage(ctx, eng, cfg.ImageID); err != nil {
 			return nil, engineFailure(err, "inspect image %s", cfg.ImageID)

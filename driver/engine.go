@@ -253,8 +253,19 @@ func (e *engine) close() error { return e.cli.Close() }
 // prefix) and decodes a 200 reply into out. It returns the status code; a
 // 404 is returned as (404, nil) so callers can treat absence explicitly.
 func (e *engine) getJSON(ctx context.Context, apiPath string, out any) (int, error) {
-	version := e.cli.ClientVersion()
-	u := url.URL{Scheme: "http", Host: client.DummyHost, Path: "/v" + version + apiPath}
+	return e.get(ctx, "/v"+e.cli.ClientVersion()+apiPath, out)
+}
+
+// getUnversioned is getJSON without the version prefix: the daemon answers
+// at its default API version. Admission uses it only to report a daemon
+// that does not serve the pinned version.
+func (e *engine) getUnversioned(ctx context.Context, apiPath string, out any) (int, error) {
+	return e.get(ctx, apiPath, out)
+}
+
+func (e *engine) get(ctx context.Context, fullPath string, out any) (int, error) {
+	apiPath := fullPath
+	u := url.URL{Scheme: "http", Host: client.DummyHost, Path: fullPath}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return 0, err
