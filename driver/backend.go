@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -26,8 +27,10 @@ type Backend struct {
 
 var _ sandboxapi.Backend = (*Backend)(nil)
 
-// New validates cfg and returns an inert Backend. Invalid fields are
-// *ConfigError naming the field; no Engine, file or network access happens.
+// New validates cfg and returns an inert Backend. An invalid cfg is a
+// *sandboxapi.ValidationError listing every invalid field at once, each
+// Issue's path a Config field path such as "Datasets[1].Name"; no Engine,
+// file or network access happens.
 func New(cfg Config) (*Backend, error) {
 	cfg.Datasets = append([]Dataset(nil), cfg.Datasets...)
 	prof, ns, socket, err := cfg.validate()
@@ -74,7 +77,7 @@ func (b *Backend) engine() (*engine, error) {
 		return nil, &sandboxapi.StateError{Message: "backend is closed"}
 	}
 	if b.eng == nil {
-		eng, err := newEngine(b.socket)
+		eng, err := newEngine(b.socket, pinnedAPIVersion(b.profile, &b.cfg))
 		if err != nil {
 			return nil, engineFailure(err, "connect to Engine at %s", b.socket)
 		}
@@ -125,11 +128,40 @@ func (b *Backend) Reserve(req sandboxapi.Request, recovery sandboxapi.RecoveryPo
 }
 
 func (b *Backend) startupTimeout(p sandboxapi.Policy) time.Duration {
-	return time.Duration(p.Deadlines.StartupMs) * time.Millisecond
+	return durationMs(p.Deadlines.StartupMs)
 }
 
 func (b *Backend) cleanupTimeout(p sandboxapi.Policy) time.Duration {
-	return time.Duration(p.Deadlines.CleanupMs) * time.Millisecond
+	return durationMs(p.Deadlines.CleanupMs)
+}
+
+// durationMs converts a policy millisecond count to a time.Duration,
+// clamping at the largest Duration (about 292 years): the contract admits
+// up to 2^53-1 ms (docs/contract.md#policy), which overflows nanoseconds,
+// and a wrapped value can be negative and expire at once.
+func durationMs(ms int64) time.Duration {
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// pinnedAPIVersion is the Engine API version the backend speaks: the
+// profile's qualified version (daemon.minAPIVersion, which admission checks
+// the daemon serves), raised to the datasets' minimum when datasets are
+// attached, since `type: image` mounts need it
+// (docs/contract.md#datasets). Admission records it as
+// EngineFacts.ClientAPIVersion.
+func pinnedAPIVersion(prof profiles.Profile, cfg *Config) string {
+	pin := prof.Daemon.MinAPIVersion
+	if len(cfg.Datasets) > 0 {
+		d, dok := apiVersion(prof.Datasets.MinAPIVersion)
+		p, pok := apiVersion(pin)
+		if dok && (!pok || d > p) {
+			pin = prof.Datasets.MinAPIVersion
+		}
+	}
+	return pin
 }
 
 func runtimeTuple() string { return runtime.GOOS + "/" + runtime.GOARCH }

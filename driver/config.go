@@ -70,63 +70,73 @@ var (
 	datasetNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 )
 
-// ConfigError reports an invalid Config field. Field is the Config field
-// name, for example "ImageID".
-type ConfigError struct {
-	Field   string
-	Message string
+// configIssues collects every problem of one Config; its paths are Config
+// field paths ("ImageID", "Datasets[1].Name").
+type configIssues struct{ issues []sandboxapi.Issue }
+
+func (c *configIssues) add(message string, path ...string) {
+	c.issues = append(c.issues, sandboxapi.Issue{Path: path, Message: message})
 }
 
-func (e *ConfigError) Error() string {
-	return "driver: config " + e.Field + ": " + e.Message
+func (c *configIssues) err() error {
+	if len(c.issues) == 0 {
+		return nil
+	}
+	return &sandboxapi.ValidationError{Issues: c.issues}
 }
 
 // validate checks every field without touching the Engine or the spill
-// directory's contents (construction is inert); it resolves the profile.
+// directory's contents (construction is inert) and resolves the profile. It
+// reports every problem at once: a *sandboxapi.ValidationError with one
+// Issue per invalid field, as policy parsing does
+// (docs/contract.md#errors).
 func (c *Config) validate() (profiles.Profile, sandboxapi.Namespace, string, error) {
+	var bad configIssues
 	prof, err := profiles.Load(c.Profile)
 	if err != nil {
-		return profiles.Profile{}, "", "", &ConfigError{Field: "Profile", Message: err.Error()}
+		bad.add(err.Error(), "Profile")
 	}
 	socket, err := socketPath(c.Endpoint)
 	if err != nil {
-		return prof, "", "", &ConfigError{Field: "Endpoint", Message: err.Error()}
+		bad.add(err.Error(), "Endpoint")
 	}
 	ns, err := sandboxapi.ParseNamespace(c.Namespace)
 	if err != nil {
-		return prof, "", "", &ConfigError{Field: "Namespace", Message: err.Error()}
+		bad.add(err.Error(), "Namespace")
 	}
 	if !filepath.IsAbs(c.SpillDirectory) || filepath.Clean(c.SpillDirectory) != c.SpillDirectory {
-		return prof, "", "", &ConfigError{Field: "SpillDirectory", Message: fmt.Sprintf("%q must be a canonical absolute path", c.SpillDirectory)}
+		bad.add(fmt.Sprintf("%q must be a canonical absolute path", c.SpillDirectory), "SpillDirectory")
 	}
 	if !imageIDPattern.MatchString(c.ImageID) {
-		return prof, "", "", &ConfigError{Field: "ImageID", Message: fmt.Sprintf("%q must be an exact image ID sha256:<64 lowercase hex>", c.ImageID)}
+		bad.add(fmt.Sprintf("%q must be an exact image ID sha256:<64 lowercase hex>", c.ImageID), "ImageID")
 	}
 	if c.User.UID < 1 || c.User.UID > MaxArchiveID {
-		return prof, "", "", &ConfigError{Field: "User.UID", Message: fmt.Sprintf("%d must be in 1..%d", c.User.UID, MaxArchiveID)}
+		bad.add(fmt.Sprintf("%d must be in 1..%d", c.User.UID, MaxArchiveID), "User", "UID")
 	}
 	if c.User.GID < 1 || c.User.GID > MaxArchiveID {
-		return prof, "", "", &ConfigError{Field: "User.GID", Message: fmt.Sprintf("%d must be in 1..%d", c.User.GID, MaxArchiveID)}
+		bad.add(fmt.Sprintf("%d must be in 1..%d", c.User.GID, MaxArchiveID), "User", "GID")
 	}
 	if len(c.Datasets) > MaxDatasets {
-		return prof, "", "", &ConfigError{Field: "Datasets", Message: fmt.Sprintf("%d attachments exceed the maximum of %d", len(c.Datasets), MaxDatasets)}
+		bad.add(fmt.Sprintf("%d attachments exceed the maximum of %d", len(c.Datasets), MaxDatasets), "Datasets")
 	}
 	seen := map[string]bool{}
 	for i, d := range c.Datasets {
 		field := fmt.Sprintf("Datasets[%d]", i)
 		if !datasetNamePattern.MatchString(d.Name) {
-			return prof, "", "", &ConfigError{Field: field + ".Name", Message: fmt.Sprintf("%q must match %s", d.Name, datasetNamePattern)}
-		}
-		if seen[d.Name] {
-			return prof, "", "", &ConfigError{Field: field + ".Name", Message: fmt.Sprintf("%q is not unique", d.Name)}
+			bad.add(fmt.Sprintf("%q must match %s", d.Name, datasetNamePattern), field, "Name")
+		} else if seen[d.Name] {
+			bad.add(fmt.Sprintf("%q is not unique", d.Name), field, "Name")
 		}
 		seen[d.Name] = true
 		if !imageIDPattern.MatchString(d.ImageID) {
-			return prof, "", "", &ConfigError{Field: field + ".ImageID", Message: fmt.Sprintf("%q must be an exact image ID", d.ImageID)}
+			bad.add(fmt.Sprintf("%q must be an exact image ID", d.ImageID), field, "ImageID")
 		}
 		if d.Subpath != "" && (len(d.Subpath) > 1024 || strings.HasPrefix(d.Subpath, "/") || filepath.Clean(d.Subpath) != d.Subpath || d.Subpath == "." || strings.HasPrefix(d.Subpath, "..") || strings.ContainsRune(d.Subpath, 0)) {
-			return prof, "", "", &ConfigError{Field: field + ".Subpath", Message: fmt.Sprintf("%q must be a canonical relative path", d.Subpath)}
+			bad.add(fmt.Sprintf("%q must be a canonical relative path", d.Subpath), field, "Subpath")
 		}
+	}
+	if err := bad.err(); err != nil {
+		return profiles.Profile{}, "", "", err
 	}
 	return prof, ns, socket, nil
 }

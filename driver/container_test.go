@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"gotest.tools/v3/assert"
 
@@ -35,9 +36,21 @@ func testPolicy() sandboxapi.Policy {
 func readback(b *Backend, spec containerSpec, name string, running bool) container.InspectResponse {
 	mounts := make([]container.MountPoint, 0, len(spec.host.Mounts))
 	for _, m := range spec.host.Mounts {
-		mounts = append(mounts, container.MountPoint{Type: m.Type, Name: m.Source, Destination: m.Target, RW: !m.ReadOnly})
+		mp := container.MountPoint{Type: m.Type, Name: m.Source, Destination: m.Target, RW: !m.ReadOnly}
+		if m.Type == mount.TypeImage {
+			mp.Source, mp.Propagation = "/var/lib/docker/rootfs/overlayfs/"+strings.TrimPrefix(m.Source, "sha256:"), mount.PropagationRPrivate
+		}
+		mounts = append(mounts, mp)
 	}
 	host := *spec.host
+	host.Mounts = nil
+	for _, m := range spec.host.Mounts {
+		if m.VolumeOptions != nil {
+			vo := *m.VolumeOptions
+			m.VolumeOptions = &vo
+		}
+		host.Mounts = append(host.Mounts, m)
+	}
 	cfg := *spec.config
 	return container.InspectResponse{
 		ID: strings.Repeat("c", 64), Name: "/" + name, Image: b.cfg.ImageID,
@@ -124,4 +137,50 @@ func TestEffectiveComesFromReadback(t *testing.T) {
 	eff = effectiveFrom("daemon", c)
 	assert.Equal(t, eff.TemporaryStorage, sandboxapi.TemporaryStorage{HomeBytes: 1024, TempBytes: 0})
 	assert.Equal(t, eff.Network.Kind, sandboxapi.NetworkOutbound)
+}
+
+// Mount readback is as strict as the request: a requested mount carries no
+// option the driver did not set (no bind, tmpfs or extra volume options),
+// and an effective image mount has an absolute source and no volume driver
+// (docs/contract.md#policy).
+func TestMountReadbackIsStrict(t *testing.T) {
+	b := testBackend(t)
+	b.cfg.Datasets = []Dataset{{Name: "corpus", ImageID: "sha256:" + strings.Repeat("b", 64)}}
+	policy := testPolicy()
+	record := newRecoveryRecord(&b.cfg, b.ns, b.profile.BackendRevision, policy)
+	fresh := func() container.InspectResponse {
+		return readback(b, b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", ""), "x", true)
+	}
+	assert.NilError(t, b.verifyContainer(fresh(), record, policy, sandboxapi.RoleCompute, "vol", "", true))
+	const ws, ds = "HostConfig.Mounts[/workspace]", "HostConfig.Mounts[/datasets/corpus]"
+	for field, mutate := range map[string]func(c *container.InspectResponse){
+		ws + ".BindOptions":  func(c *container.InspectResponse) { c.HostConfig.Mounts[0].BindOptions = &mount.BindOptions{} },
+		ws + ".TmpfsOptions": func(c *container.InspectResponse) { c.HostConfig.Mounts[0].TmpfsOptions = &mount.TmpfsOptions{} },
+		ws + ".ImageOptions": func(c *container.InspectResponse) { c.HostConfig.Mounts[0].ImageOptions = &mount.ImageOptions{} },
+		ws + ".Consistency":  func(c *container.InspectResponse) { c.HostConfig.Mounts[0].Consistency = mount.ConsistencyCached },
+		ws + ".VolumeOptions.Labels": func(c *container.InspectResponse) {
+			c.HostConfig.Mounts[0].VolumeOptions.Labels = map[string]string{"a": "b"}
+		},
+		ws + ".VolumeOptions.Subpath": func(c *container.InspectResponse) { c.HostConfig.Mounts[0].VolumeOptions.Subpath = "x" },
+		ws + ".VolumeOptions.DriverConfig": func(c *container.InspectResponse) {
+			c.HostConfig.Mounts[0].VolumeOptions.DriverConfig = &mount.Driver{Name: "local"}
+		},
+		ds + ".VolumeOptions":             func(c *container.InspectResponse) { c.HostConfig.Mounts[1].VolumeOptions = &mount.VolumeOptions{} },
+		ds + ".ClusterOptions":            func(c *container.InspectResponse) { c.HostConfig.Mounts[1].ClusterOptions = &mount.ClusterOptions{} },
+		"Mounts[/datasets/corpus].Source": func(c *container.InspectResponse) { c.Mounts[1].Source = "" },
+		"Mounts[/datasets/corpus].Driver": func(c *container.InspectResponse) { c.Mounts[1].Driver = "local" },
+	} {
+		c := fresh()
+		mutate(&c)
+		err := b.verifyContainer(c, record, policy, sandboxapi.RoleCompute, "vol", "", true)
+		var rb *ReadbackError
+		if !assert.Check(t, errors.As(err, &rb), "%s: got %v", field, err) {
+			continue
+		}
+		found := false
+		for _, line := range rb.Differences {
+			found = found || strings.HasPrefix(line, field+":")
+		}
+		assert.Check(t, found, "%s missing from %v", field, rb.Differences)
+	}
 }

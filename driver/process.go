@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -54,6 +55,7 @@ func (s *sandbox) ReserveProcess(spec sandboxapi.ProcessSpec) (sandboxapi.Proces
 		stopping:    make(chan struct{}),
 		exitCh:      make(chan struct{}),
 		streamEnded: make(chan struct{}, 1),
+		streamDone:  make(chan struct{}),
 	}
 	s.proc = p
 	return p, nil
@@ -81,6 +83,11 @@ type process struct {
 	// streamEnded wakes the monitor when the output stream ends: the exit
 	// code usually follows within milliseconds.
 	streamEnded chan struct{}
+	// streamDone is closed when the demultiplexer returned: the attach
+	// stream ended or failed.
+	streamDone chan struct{}
+	// failed is the first error fail was given (guarded by mu).
+	failed error
 }
 
 var _ sandboxapi.ProcessReservation = (*process)(nil)
@@ -94,9 +101,13 @@ func (p *process) Stop(ctx context.Context) error { return p.s.Stop(ctx) }
 // Start creates and attaches the exec as the workload user with the fixed
 // environment, no TTY and separate stdout/stderr, then owns its streams
 // under policy.streams. It is once-only and bounded by deadlines.startupMs.
-// With policy.execution deadline, the timer starts once the exec is
-// attached and its expiry stops the whole sandbox.
-func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
+// Before the exec create and again before the exec start it repeats daemon
+// admission and checks that the owned compute container is still the
+// running one. With policy.execution deadline, the timer starts at this
+// call (launch entry) and stays armed until the exit receipt is observed
+// and the streams have ended; its expiry stops the whole sandbox
+// (docs/contract.md#processes-and-streams).
+func (p *process) Start(ctx context.Context) (_ sandboxapi.Process, err error) {
 	p.mu.Lock()
 	if p.entered {
 		p.mu.Unlock()
@@ -104,15 +115,27 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 	}
 	p.entered = true
 	p.startDone = make(chan struct{})
+	s := p.s
+	policy := s.policy
+	if policy.Execution.Kind == sandboxapi.ExecutionDeadline {
+		timeout := durationMs(policy.Execution.TimeoutMs)
+		p.deadline = time.AfterFunc(timeout, func() { p.expire(timeout) })
+	}
 	p.mu.Unlock()
 	defer close(p.startDone)
+	defer func() {
+		if err != nil {
+			p.disarm()
+			if f := p.failure(); f != nil {
+				err = f // the deadline or a stop interrupted the launch
+			}
+		}
+	}()
 	select {
 	case <-p.stopping:
 		return nil, &sandboxapi.StateError{Message: "sandbox compute is stopping"}
 	default:
 	}
-	s := p.s
-	policy := s.policy
 	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(policy))
 	defer cancel()
 	go func() {
@@ -132,6 +155,12 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 		return nil, &sandboxapi.StateError{Message: "sandbox compute is not identified"}
 	}
 	containerID := compute.Identity.ID
+	if err := s.checkDaemon(ctx, eng); err != nil {
+		return nil, err
+	}
+	if err := s.checkComputeActive(ctx, eng); err != nil {
+		return nil, err
+	}
 	created, err := eng.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
 		User:         fmt.Sprintf("%d:%d", s.b.cfg.User.UID, s.b.cfg.User.GID),
 		AttachStdin:  true,
@@ -144,62 +173,136 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 	if err != nil {
 		return nil, engineFailure(err, "create exec in %s", containerID)
 	}
-	att, err := eng.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err := checkEngineID("exec", created.ID); err != nil {
+		return nil, err
+	}
+	if err := s.checkComputeActive(ctx, eng); err != nil {
+		return nil, err
+	}
+	conn, stream, err := eng.startExec(ctx, created.ID)
 	if err != nil {
-		return nil, engineFailure(err, "attach exec %s", created.ID)
+		return nil, err
 	}
 	select {
 	case <-p.stopping:
-		att.Close()
+		conn.Close()
 		return nil, &sandboxapi.OperationError{Code: sandboxapi.CodeCancelled, Message: "process attached after sandbox shutdown entered"}
 	default:
 	}
-	if policy.Execution.Kind == sandboxapi.ExecutionDeadline {
-		// Armed once the exec is attached: a Start that failed earlier must
-		// not stop the sandbox later.
-		timeout := time.Duration(policy.Execution.TimeoutMs) * time.Millisecond
-		p.mu.Lock()
-		p.deadline = time.AfterFunc(timeout, func() {
-			p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDeadlineExceeded, Message: fmt.Sprintf("execution deadline of %v expired", timeout)})
-		})
-		p.mu.Unlock()
-	}
+	return p.own(eng, created.ID, containerID, conn, stream), nil
+}
+
+// own takes the attached exec's connection and multiplexed stream: it owns
+// the streams under policy.streams first, then starts the demultiplexer, the
+// exit monitor and the post-exit drain watch, so a framing failure always
+// finds the owned streams to fail.
+func (p *process) own(eng *engine, execID, containerID string, conn net.Conn, stream io.Reader) *sandboxapi.OwnedStreams {
 	stdoutR, stdoutW := io.Pipe()
 	stderrR, stderrW := io.Pipe()
+	raw := sandboxapi.RawStreams{
+		Stdin:  &stdinConn{conn: conn},
+		Stdout: stdoutR,
+		Stderr: stderrR,
+		Wait:   p.wait,
+	}
+	owned := sandboxapi.OwnStreams(raw, p.s.policy.Streams, p.fail)
 	p.mu.Lock()
-	p.conn = att.Conn
+	p.conn, p.owned = conn, owned
 	p.mu.Unlock()
-	p.workers.Add(2)
+	p.workers.Add(3)
 	go func() {
 		defer p.workers.Done()
-		err := demux(att.Reader, stdoutW, stderrW)
+		defer close(p.streamDone)
+		err := demux(stream, stdoutW, stderrW)
 		select {
 		case p.streamEnded <- struct{}{}:
 		default:
 		}
-		if err == nil {
-			stdoutW.Close()
-			stderrW.Close()
-			return
+		if err != nil {
+			// Fail with the contract's code before the pipes carry the
+			// error: the owned streams would call any raw read error a
+			// stream_failure, and an oversize frame is output_limit.
+			p.fail(streamError(err))
 		}
 		stdoutW.CloseWithError(err)
 		stderrW.CloseWithError(err)
 	}()
 	go func() {
 		defer p.workers.Done()
-		p.monitor(eng, created.ID, containerID)
+		p.monitor(eng, execID, containerID)
 	}()
-	raw := sandboxapi.RawStreams{
-		Stdin:  &stdinConn{conn: att.Conn},
-		Stdout: stdoutR,
-		Stderr: stderrR,
-		Wait:   p.wait,
+	go func() {
+		defer p.workers.Done()
+		p.drainAfterExit()
+	}()
+	return owned
+}
+
+// streamError converts a demultiplexer failure into the contract's error:
+// an oversize frame is output_limit, other framing and read failures
+// stream_failure.
+func streamError(err error) error {
+	code := sandboxapi.CodeStreamFailure
+	if errors.Is(err, sandboxapi.ErrOutputLimit) {
+		code = sandboxapi.CodeOutputLimit
 	}
-	owned := sandboxapi.OwnStreams(raw, policy.Streams, p.fail)
+	return &sandboxapi.OperationError{Code: code, Message: "exec output stream", Err: err}
+}
+
+// drainAfterExit bounds the time between the exit receipt and the end of
+// the attach stream by deadlines.cleanupMs: once the exit is observed the
+// driver no longer depends on the Engine (or anything in between) closing
+// the stream. Past the bound the streams fail with stream_failure, the
+// connection closes and the sandbox stops; the exit receipt stays. When
+// exit and stream end are both seen, the execution deadline is disarmed.
+func (p *process) drainAfterExit() {
+	select {
+	case <-p.exitCh:
+	case <-p.stopping:
+		return
+	}
+	bound := p.s.b.cleanupTimeout(p.s.policy)
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-p.streamDone:
+		p.disarm()
+	case <-p.stopping:
+	case <-t.C:
+		p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeStreamFailure, Message: fmt.Sprintf("exec stream still open %v after the exit receipt", bound)})
+		p.closeConn()
+	}
+}
+
+// expire is the execution deadline. Once the exit receipt exists, the
+// process did not overrun: only its streams are still open, a
+// stream_failure.
+func (p *process) expire(timeout time.Duration) {
+	select {
+	case <-p.exitCh:
+		p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeStreamFailure, Message: fmt.Sprintf("exec stream still open when the execution deadline of %v expired after the exit receipt", timeout)})
+		p.closeConn()
+	default:
+		p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeDeadlineExceeded, Message: fmt.Sprintf("execution deadline of %v expired", timeout)})
+	}
+}
+
+// disarm stops the execution deadline, if any.
+func (p *process) disarm() {
 	p.mu.Lock()
-	p.owned = owned
+	defer p.mu.Unlock()
+	if p.deadline != nil {
+		p.deadline.Stop()
+	}
+}
+
+func (p *process) closeConn() {
+	p.mu.Lock()
+	conn := p.conn
 	p.mu.Unlock()
-	return owned, nil
+	if conn != nil {
+		conn.Close()
+	}
 }
 
 // processEnv is the fixed environment followed by the spec's other entries
@@ -304,11 +407,6 @@ func (p *process) setExit(e sandboxapi.Exit) {
 	p.exitOnce.Do(func() {
 		p.exit = e
 		close(p.exitCh)
-		p.mu.Lock()
-		if p.deadline != nil {
-			p.deadline.Stop()
-		}
-		p.mu.Unlock()
 	})
 }
 
@@ -326,6 +424,9 @@ func (p *process) wait(ctx context.Context) (sandboxapi.Exit, error) {
 func (p *process) fail(err error) {
 	p.mu.Lock()
 	owned := p.owned
+	if p.failed == nil {
+		p.failed = err
+	}
 	p.mu.Unlock()
 	if owned != nil {
 		owned.Close(err)
@@ -340,6 +441,13 @@ func (p *process) fail(err error) {
 		defer cancel()
 		_ = p.s.Stop(ctx)
 	}()
+}
+
+// failure returns the first error fail was given, or nil.
+func (p *process) failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed
 }
 
 // closeAdmission refuses further starts and discards later exec

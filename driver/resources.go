@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -94,6 +95,21 @@ func containerFingerprint(raw json.RawMessage, c container.InspectResponse) (str
 	})
 }
 
+// engineIDPattern is the shape of a container, exec or network ID: 64
+// lowercase hex digits. Anything else is not an identity a recovery record
+// may hold (docs/contract.md#recovery).
+var engineIDPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// checkEngineID returns a driver_failure *sandboxapi.OperationError unless
+// id has the shape of an Engine ID; what names the object ("compute
+// container", "exec").
+func checkEngineID(what, id string) error {
+	if engineIDPattern.MatchString(id) {
+		return nil
+	}
+	return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: fmt.Sprintf("Engine reported %s ID %q, want 64 lowercase hex digits", what, id)}
+}
+
 // inspection is one inspected resource: its Engine ID, fingerprint and
 // binding labels. container is set for compute and export.
 type inspection struct {
@@ -118,6 +134,9 @@ func inspectResource(ctx context.Context, eng *engine, role sandboxapi.Role, ref
 			return nil, engineFailure(err, "inspect %s container %s", role, ref)
 		}
 		c := res.Container
+		if err := checkEngineID(string(role)+" container", c.ID); err != nil {
+			return nil, err
+		}
 		fp, err := containerFingerprint(res.Raw, c)
 		if err != nil {
 			return nil, engineFailure(err, "fingerprint %s container %s", role, ref)
@@ -165,8 +184,17 @@ func inspectResource(ctx context.Context, eng *engine, role sandboxapi.Role, ref
 			return nil, err
 		}
 		n := res.Network
+		if err := checkEngineID("network", n.ID); err != nil {
+			return nil, err
+		}
 		if n.Driver != "bridge" || n.Scope != "local" || n.Internal || n.Attachable || n.Ingress || n.ConfigOnly || n.EnableIPv6 {
 			return nil, &sandboxapi.StateError{Message: fmt.Sprintf("network %s is not an owned private bridge", ref)}
+		}
+		// The driver creates the bridge without options, so any option is
+		// one the daemon merged in (default-network-opts such as a bridge
+		// name or gateway mode) and the network is not the one requested.
+		if len(n.Options) != 0 {
+			return nil, &sandboxapi.StateError{Message: fmt.Sprintf("network %s carries options the driver did not request: %v", ref, n.Options)}
 		}
 		return &inspection{id: n.ID, name: n.Name, fingerprint: fp, labels: n.Labels}, nil
 	}

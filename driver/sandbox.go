@@ -21,39 +21,81 @@ import (
 )
 
 // sandbox is one reserved, then started, sandbox. It implements
-// sandboxapi.Reservation, sandboxapi.Sandbox and sandboxapi.CleanupOwner
-// (seed resources/owner.js DockerResourceOwner).
+// sandboxapi.Reservation, sandboxapi.Sandbox and sandboxapi.CleanupOwner.
+//
+// # States
+//
+// The recovery record's Phase is the durable state, checkpointed before
+// each effect it covers (docs/contract.md#recovery):
+//
+//	reserved --Start--> starting --resources acquired, compute verified--> running
+//	running  --Stop, or a process failure--> stopping --compute removed--> stopped
+//	stopped  --Destroy--> destroying --accessor, volume, network removed--> destroyed
+//	starting --startup failure--> (Start's own Destroy) destroying --> destroyed
+//	running  --Destroy--> stopping --> destroying --> destroyed
+//	any      --a dispatched create's name is absent at cleanup--> uncertain
+//	uncertain, stopping, destroying --cleanup retried--> stopped or destroyed
+//
+// A Destroy of a sandbox that created nothing ends in destroyed if
+// authority was verified, else the record stays reserved (Start failed
+// before admission). Stop and Destroy are retryable from every phase;
+// uncertain keeps ownership until a retry identifies or rules out the
+// late resource.
+//
+// The in-memory flags hold what the record cannot, each set once and never
+// cleared:
+//
+//	startCalled      Start entered (reserved -> starting); a second Start is refused
+//	startCancel/Done the Start in flight: joinStart cancels it and waits, so
+//	                 cleanup never races an acquisition
+//	started          Start succeeded (starting -> running)
+//	shutdown         the first public Stop or Destroy entered; a Start that
+//	                 has not begun by then is refused
+//	computeStopping  stopLocked began removing compute; no process can be
+//	                 reserved from then on
+//	proc             the sandbox's one process reservation
+//	dispatched       roles whose create was sent with an unknown outcome
+//	daemonVerified   this Stop or Destroy call already re-admitted the daemon
+//	                 (reset at each call)
+//
+// # Locks
+//
+// Lock order: cleanupMu, then ckMu, then mu. cleanupMu serializes Stop and
+// Destroy (and guards daemonVerified); ckMu serializes checkpoints so
+// persisted records are totally ordered, and the caller's persist function
+// runs under it; mu guards the record and the flags and is held only for
+// short reads and writes, never across an Engine call, a persist or a
+// process method. Backend.mu and process.mu are leaves: they may be taken
+// while cleanupMu is held, never while ckMu or mu is. A process reaches its
+// sandbox only through Stop, which takes the order from the top. The
+// daemon ID lives only in the record's authority.
 type sandbox struct {
 	b       *Backend
 	policy  sandboxapi.Policy
 	persist sandboxapi.PersistFunc
 
-	// ckMu serializes checkpoints so persisted records are totally ordered.
-	ckMu sync.Mutex
-
-	mu          sync.Mutex
-	record      sandboxapi.RecoveryRecord
-	startCalled bool
-	// shutdown is set by the first public Stop or Destroy: a Start that has
-	// not begun by then is refused, so nothing is acquired after cleanup.
-	shutdown bool
-	// computeStopping is set when a stop entered: no process can be
-	// reserved from then on.
-	computeStopping bool
-	startCancel     context.CancelFunc
-	startDone       chan struct{}
-	started         bool
-	effective       sandboxapi.EffectivePolicy
-	daemonID        string
-	proc            *process
-	// dispatched marks roles whose create was sent with an unknown outcome.
-	dispatched map[sandboxapi.Role]bool
 	// cleanupMu serializes Stop and Destroy.
 	cleanupMu sync.Mutex
 	// daemonVerified, guarded by cleanupMu, records that this Stop or
 	// Destroy call already repeated daemon admission: once per call, not
 	// once per removed resource.
 	daemonVerified bool
+
+	// ckMu serializes checkpoints so persisted records are totally ordered.
+	ckMu sync.Mutex
+
+	// mu guards everything below.
+	mu              sync.Mutex
+	record          sandboxapi.RecoveryRecord
+	startCalled     bool
+	startCancel     context.CancelFunc
+	startDone       chan struct{}
+	started         bool
+	shutdown        bool
+	computeStopping bool
+	effective       sandboxapi.EffectivePolicy
+	proc            *process
+	dispatched      map[sandboxapi.Role]bool
 }
 
 var (
@@ -193,9 +235,6 @@ func (s *sandbox) acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.daemonID = adm.Engine.DaemonID
-	s.mu.Unlock()
 	if err := s.checkpoint(ctx, func(r *sandboxapi.RecoveryRecord) {
 		r.Phase = sandboxapi.PhaseStarting
 		r.Authority = sandboxapi.Authority{Kind: sandboxapi.AuthorityVerified, BackendIdentity: adm.Engine.DaemonID}
@@ -615,10 +654,26 @@ func (s *sandbox) removeRole(ctx context.Context, role sandboxapi.Role) error {
 
 // verifyDaemon repeats daemon admission and the identity check before a
 // cleanup effect: a changed profile or daemon keeps cleanup ownership but is
-// never acted on. Callers hold cleanupMu.
+// never acted on. Callers hold cleanupMu; it runs once per Stop or Destroy.
 func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
+	if s.daemonVerified {
+		return nil
+	}
+	if err := s.checkDaemon(ctx, eng); err != nil {
+		return err
+	}
+	s.daemonVerified = true
+	return nil
+}
+
+// checkDaemon repeats daemon admission (controller, /version, /info) and
+// requires the daemon the record's authority names. Exec, import, export
+// and cleanup run it before acting (docs/contract.md#profiles-and-admission).
+// Before authority is verified there is nothing to compare and it returns
+// nil.
+func (s *sandbox) checkDaemon(ctx context.Context, eng *engine) error {
 	rec := s.RecoveryRecord()
-	if rec.Authority.Kind != sandboxapi.AuthorityVerified || s.daemonVerified {
+	if rec.Authority.Kind != sandboxapi.AuthorityVerified {
 		return nil
 	}
 	id, err := s.b.admitDaemon(ctx, eng)
@@ -628,8 +683,34 @@ func (s *sandbox) verifyDaemon(ctx context.Context, eng *engine) error {
 	if id != rec.Authority.BackendIdentity {
 		return &sandboxapi.StateError{Message: fmt.Sprintf("Engine at %s is daemon %q, the record's resources belong to %q", eng.socket, id, rec.Authority.BackendIdentity)}
 	}
-	s.daemonVerified = true
 	return nil
+}
+
+// checkComputeActive inspects the owned compute container (exact ID,
+// labels, fingerprint) and requires it running: exec create and exec start
+// never reach a replaced, stopped or paused workload.
+func (s *sandbox) checkComputeActive(ctx context.Context, eng *engine) error {
+	in, err := s.inspectOwned(ctx, eng, sandboxapi.RoleCompute)
+	if err != nil {
+		return err
+	}
+	st := in.container.State
+	if st == nil || !st.Running || st.Paused || st.Restarting || st.Dead {
+		return &sandboxapi.StateError{Message: fmt.Sprintf("compute container %s is not running (%+v)", in.id, st)}
+	}
+	return nil
+}
+
+// checkAccessor re-inspects the export accessor before an export: still
+// the owned container with its recorded fingerprint, never started, and
+// mounting the workspace read-only without network, exactly as created.
+func (s *sandbox) checkAccessor(ctx context.Context, eng *engine) error {
+	in, err := s.inspectOwned(ctx, eng, sandboxapi.RoleExport)
+	if err != nil {
+		return err
+	}
+	storage, _ := s.resource(sandboxapi.RoleStorage)
+	return s.b.verifyContainer(*in.container, s.RecoveryRecord(), s.policy, sandboxapi.RoleExport, storage.Name, "", false)
 }
 
 // UncertainError reports a resource whose create was dispatched (or

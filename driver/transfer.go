@@ -30,7 +30,12 @@ import (
 
 var _ sandboxapi.Transferer = (*sandbox)(nil)
 
-func transferContext(ctx context.Context, opts sandboxapi.TransferOptions) (context.Context, context.CancelFunc) {
+// transferContext applies the caller's optional transfer deadline. The
+// Engine connection, response head and upload acknowledgement are each
+// bounded by deadlines.startupMs whether or not a deadline is set; the body
+// is bounded only by that deadline (docs/contract.md#workspace-files).
+func (s *sandbox) transferContext(ctx context.Context, opts sandboxapi.TransferOptions) (context.Context, context.CancelFunc) {
+	ctx = withObservation(ctx, s.b.startupTimeout(s.policy))
 	if !opts.Deadline.IsZero() {
 		return context.WithDeadline(ctx, opts.Deadline)
 	}
@@ -44,6 +49,18 @@ func (s *sandbox) newSorter() (*spill.Sorter, error) {
 		return nil, &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "transfer metadata sorter", Err: err}
 	}
 	return sorter, nil
+}
+
+// preflight repeats daemon admission and then check before a transfer,
+// each observation bounded by deadlines.startupMs even when the caller set
+// no transfer deadline (docs/contract.md#workspace-files).
+func (s *sandbox) preflight(ctx context.Context, eng *engine, check func(context.Context, *engine) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(s.policy))
+	defer cancel()
+	if err := s.checkDaemon(ctx, eng); err != nil {
+		return err
+	}
+	return check(ctx, eng)
 }
 
 // quota counts entries and file bytes against TransferOptions.
@@ -102,8 +119,11 @@ func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opt
 	if err != nil {
 		return err
 	}
-	ctx, cancel := transferContext(ctx, opts)
+	ctx, cancel := s.transferContext(ctx, opts)
 	defer cancel()
+	if err := s.preflight(ctx, eng, s.checkComputeActive); err != nil {
+		return err
+	}
 	sorter, err := s.newSorter()
 	if err != nil {
 		return err
@@ -164,6 +184,16 @@ func (s *sandbox) writeImport(ctx context.Context, src sandboxapi.TreeSource, op
 	var rec []byte
 	now := time.Now().Truncate(time.Second)
 	uid, gid := int(s.b.cfg.User.UID), int(s.b.cfg.User.GID)
+	// The first header is the driver's own: the workspace directory itself
+	// ("./", as prepared at start: 0755, the workload's). The body's first
+	// bytes are then "./" and never a caller's entry name, which could
+	// spell compression magic ("BZh9...") and fail the uncompressed-only
+	// check that still runs on them (docs/contract.md#workspace-files).
+	if err := tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeDir, Name: "./", Mode: 0o755, Uid: uid, Gid: gid, ModTime: now, Format: tar.FormatPAX,
+	}); err != nil {
+		return err
+	}
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
 			return sandboxapi.FromContext(err, "import")
@@ -189,7 +219,7 @@ func (s *sandbox) writeImport(ctx context.Context, src sandboxapi.TreeSource, op
 		if err := q.add(e.Path, e.Size); err != nil {
 			return err
 		}
-		rec = archive.AppendRecord(rec[:0], e.Path, dir)
+		rec = archive.AppendRecord(rec[:0], e.Path, dir, 0)
 		if err := sorter.Add(rec); err != nil {
 			return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill import metadata", Err: err}
 		}
@@ -318,8 +348,11 @@ func (s *sandbox) ExportTree(ctx context.Context, sel sandboxapi.Selection, sink
 			}
 		}
 	}()
-	ctx, cancel := transferContext(ctx, opts)
+	ctx, cancel := s.transferContext(ctx, opts)
 	defer cancel()
+	if err := s.preflight(ctx, eng, s.checkAccessor); err != nil {
+		return err
+	}
 
 	x := &export{s: s, eng: eng, accessor: accessor.Identity.ID, sel: sel, sink: sink, q: quota{opts: opts}}
 	if err := x.resolve(ctx); err != nil {
@@ -487,7 +520,7 @@ func (x *export) run(ctx context.Context) (err error) {
 		case n > 0 && !strings.HasPrefix(h.Name, x.root+"/"):
 			return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("entry outside the selected %q", x.root)}, what)
 		}
-		rec = archive.AppendRecord(rec[:0], h.Name, h.Dir)
+		rec = archive.AppendRecord(rec[:0], h.Name, h.Dir, h.Offset)
 		if err := sorter.Add(rec); err != nil {
 			return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill export metadata", Err: err}
 		}

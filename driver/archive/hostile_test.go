@@ -50,7 +50,7 @@ func TestTarIsReadableByArchiveTar(t *testing.T) {
 	data := archivetest.Tar(archivetest.Ent{Name: "d/", Type: tar.TypeDir}, archivetest.Ent{Name: "d/f", Body: "hello"})
 	hdrs, err := archive.Validate(bytes.NewReader(data))
 	assert.NilError(t, err)
-	assert.DeepEqual(t, hdrs, []archive.Header{{Name: "d", Dir: true, Mode: 0o755}, {Name: "d/f", Mode: 0o644, Size: 5}})
+	assert.DeepEqual(t, hdrs, []archive.Header{{Name: "d", Dir: true, Mode: 0o755}, {Name: "d/f", Mode: 0o644, Size: 5, Offset: archive.BlockSize}})
 }
 
 func TestHeadersCarryValidChecksums(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -54,6 +55,8 @@ type Header struct {
 	Mode fs.FileMode
 	// Size is the body length in bytes (0 for a directory).
 	Size int64
+	// Offset is the stream offset in bytes of the entry's header block.
+	Offset int64
 }
 
 // Error reports an archive the validator rejects. Entry is the offending
@@ -241,33 +244,37 @@ func (r *Reader) header(hoff int64) (*Header, error) {
 	if err := checkBlock(&r.blk); err != nil {
 		return nil, r.fail(raw, hoff, false, "%v", err)
 	}
+	if typ := r.blk[156]; typ == 'L' || typ == 'K' {
+		return nil, r.gnuLong(hoff)
+	}
 	var pax map[string]string
 	if r.blk[156] == 'x' {
 		var err error
 		if pax, err = r.readPAX(raw, hoff); err != nil {
 			return nil, err
 		}
+		subject := raw
+		if p, ok := pax["path"]; ok {
+			subject = p
+		}
 		hoff = r.off
-		if err := r.readBlock(raw, "header"); err != nil {
+		if err := r.readBlock(subject, "header"); err != nil {
 			return nil, err
 		}
 		if isZero(r.blk[:]) {
-			return nil, r.fail(raw, hoff, false, "PAX extended header is not followed by an entry")
+			return nil, r.fail(subject, hoff, false, "PAX extended header is not followed by an entry")
 		}
-		raw = cstring(r.blk[0:100])
+		if _, ok := pax["path"]; !ok {
+			subject = blockName(&r.blk)
+		}
 		if err := checkBlock(&r.blk); err != nil {
-			return nil, r.fail(raw, hoff, false, "%v", err)
+			return nil, r.fail(subject, hoff, false, "%v", err)
 		}
 		if r.blk[156] == 'x' {
-			return nil, r.fail(raw, hoff, false, "two PAX extended headers in a row")
+			return nil, r.fail(subject, hoff, false, "two PAX extended headers in a row")
 		}
 	}
-	name := raw
-	if isUSTAR(&r.blk) {
-		if prefix := cstring(r.blk[345:500]); prefix != "" {
-			name = prefix + "/" + raw
-		}
-	}
+	name := blockName(&r.blk)
 	if p, ok := pax["path"]; ok {
 		name = p
 	}
@@ -287,7 +294,7 @@ func (r *Reader) header(hoff int64) (*Header, error) {
 	case 'g':
 		return nil, r.fail(name, hoff, false, "global PAX header rejected: only local PAX records are supported")
 	case 'L', 'K':
-		return nil, r.fail(name, hoff, false, "GNU long-name record rejected: long names must use PAX")
+		return nil, r.gnuLong(hoff)
 	default:
 		return nil, r.fail(name, hoff, false, "entry type %q rejected: only regular files and directories are transferred", typ)
 	}
@@ -328,10 +335,89 @@ func (r *Reader) header(hoff int64) (*Header, error) {
 	if err := checkName(name); err != nil {
 		return nil, r.fail(name, hoff, false, "%v", err)
 	}
-	return &Header{Name: name, Dir: dir, Mode: fs.FileMode(mode) & fs.ModePerm, Size: size}, nil
+	return &Header{Name: name, Dir: dir, Mode: fs.FileMode(mode) & fs.ModePerm, Size: size, Offset: hoff}, nil
+}
+
+// blockName is a header block's name: the ustar prefix joined with the name
+// field.
+func blockName(blk *[BlockSize]byte) string {
+	name := cstring(blk[0:100])
+	if isUSTAR(blk) {
+		if prefix := cstring(blk[345:500]); prefix != "" {
+			name = prefix + "/" + name
+		}
+	}
+	return name
+}
+
+// maxGNULongRecords bounds the GNU long-name ('L') and long-link ('K')
+// records read before the entry they apply to.
+const maxGNULongRecords = 2
+
+// gnuLong rejects the GNU long-name or long-link record in r.blk (at hoff)
+// naming the entry it applies to, not "././@LongLink": the long name an
+// 'L' record carries or, failing that, the name of the entry header that
+// follows. Only bounded record bodies are read to find it.
+func (r *Reader) gnuLong(hoff int64) error {
+	name := ""
+	for i := 0; i < maxGNULongRecords; i++ {
+		typ := r.blk[156]
+		if typ != 'L' && typ != 'K' {
+			break
+		}
+		size, err := parseOctal(r.blk[124:136])
+		if err != nil || size > MaxPAXBytes || r.blk[124]&0x80 != 0 {
+			break
+		}
+		body := make([]byte, (size+BlockSize-1)/BlockSize*BlockSize)
+		n, err := io.ReadFull(r.r, body)
+		r.off += int64(n)
+		if err != nil {
+			break
+		}
+		if typ == 'L' {
+			name = cstring(body[:size])
+		}
+		if r.readBlock(name, "header") != nil || isZero(r.blk[:]) || checkBlock(&r.blk) != nil {
+			break
+		}
+		if name == "" && r.blk[156] != 'L' && r.blk[156] != 'K' {
+			name = blockName(&r.blk)
+		}
+	}
+	if name == "" {
+		name = "././@LongLink"
+	}
+	return r.fail(name, hoff, false, "GNU long-name record rejected: long names must use PAX")
+}
+
+// paxPathRecord finds a path record in a PAX body that failed strict
+// parsing, only to name the entry in the error.
+var paxPathRecord = regexp.MustCompile(`(?:^|\n)[1-9][0-9]* path=([^\n\x00]*)\n`)
+
+// paxSubject names the entry a rejected PAX header applies to: its path
+// record if one can be found in body, else (once the body was consumed,
+// bodyRead) the name of the entry header that follows, else raw.
+func (r *Reader) paxSubject(raw string, body []byte, bodyRead bool) string {
+	if m := paxPathRecord.FindSubmatch(body); m != nil {
+		return string(m[1])
+	}
+	if !bodyRead {
+		return raw
+	}
+	var blk [BlockSize]byte
+	n, err := io.ReadFull(r.r, blk[:])
+	r.off += int64(n)
+	if err != nil || isZero(blk[:]) || checkBlock(&blk) != nil {
+		return raw
+	}
+	return blockName(&blk)
 }
 
 // readPAX reads and parses the body of a local PAX header in r.blk.
+//
+// Its errors name the entry the header applies to (paxSubject), never the
+// PAX header's own "PaxHeaders.N/..." name where that entry can be found.
 func (r *Reader) readPAX(raw string, hoff int64) (map[string]string, error) {
 	if r.blk[124]&0x80 != 0 {
 		return nil, r.fail(raw, hoff, false, "PAX header with a base-256 size")
@@ -348,20 +434,20 @@ func (r *Reader) readPAX(raw string, hoff int64) (map[string]string, error) {
 	n, err := io.ReadFull(r.r, body)
 	r.off += int64(n)
 	if err != nil {
-		return nil, r.fail(raw, hoff, false, "stream ends inside a PAX header body")
+		return nil, r.fail(r.paxSubject(raw, body[:n], false), hoff, false, "stream ends inside a PAX header body")
 	}
 	if !isZero(body[size:]) {
-		return nil, r.fail(raw, hoff, false, "PAX header padding is not zero")
+		return nil, r.fail(r.paxSubject(raw, body[:size], true), hoff, false, "PAX header padding is not zero")
 	}
 	recs, err := parsePAX(body[:size])
 	if err != nil {
-		return nil, r.fail(raw, hoff, false, "%v", err)
-	}
-	name := raw
-	if p, ok := recs["path"]; ok {
-		name = p
+		return nil, r.fail(r.paxSubject(raw, body[:size], true), hoff, false, "%v", err)
 	}
 	if s, ok := recs["size"]; ok {
+		name, ok := recs["path"]
+		if !ok {
+			name = r.paxSubject(raw, nil, true)
+		}
 		return nil, r.fail(name, hoff, true, "PAX size override %q is unsupported: entries are limited to 8 GiB - 1 bytes", s)
 	}
 	return recs, nil

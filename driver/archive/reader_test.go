@@ -117,12 +117,12 @@ func craftedCases(t testing.TB) []crafted {
 		{"symlink", build(t, ent{name: "escape", typ: tar.TypeSymlink, link: "/"}), "escape", "symbolic link", false},
 		{"hardlink", build(t, ent{name: "a", body: "x"}, ent{name: "b", typ: tar.TypeLink, link: "a"}), "b", "hard link", false},
 		{"gnu sparse type", cat(archivetest.RawHeader("sparse", 'S', "00000000000\x00", nil), end), "sparse", "sparse", false},
-		{"pax sparse", cat(paxBlock("x", "GNU.sparse.major=1", "GNU.sparse.name=big"), archivetest.RawHeader("big", '0', "00000000000\x00", nil), end), "x", "sparse", false},
+		{"pax sparse", cat(paxBlock("x", "GNU.sparse.major=1", "GNU.sparse.name=big"), archivetest.RawHeader("big", '0', "00000000000\x00", nil), end), "big", "sparse", false},
 		{"base-256 size", cat(archivetest.RawHeader("big", '0', "", func(b []byte) { b[124] = 0x80; b[135] = 1 }), end), "big", "base-256", true},
 		{"pax size override", cat(paxBlock("big", "size=8589934592"), archivetest.RawHeader("big", '0', "00000000000\x00", nil), end), "big", "PAX size override", true},
 		{"12-digit size", cat(archivetest.RawHeader("big", '0', "100000000000", nil), end), "big", "exceeds the limit", true},
 		{"global pax", cat(paxBlock("g"), end), "", "", false},
-		{"gnu long name", cat(archivetest.RawHeader("././@LongLink", 'L', "00000000005\x00", nil), []byte("long\x00"), zeros(BlockSize-5), end), "", "GNU long-name", false},
+		{"gnu long name", cat(archivetest.RawHeader("././@LongLink", 'L', "00000000005\x00", nil), []byte("long\x00"), zeros(BlockSize-5), end), "long", "GNU long-name", false},
 		{"unknown pax key", cat(paxBlock("a", "nonsense=1"), archivetest.RawHeader("a", '0', "00000000000\x00", nil), end), "a", "unsupported", false},
 		{"bad pax length", cat(paxBlock("a", "path=ab")[:BlockSize], []byte("99 path=ab\n"), zeros(BlockSize-11), archivetest.RawHeader("a", '0', "00000000000\x00", nil), end), "", "", false},
 		{"unknown magic", cat(archivetest.RawHeader("a", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), "a", "magic", false},
@@ -165,7 +165,7 @@ func TestValidateAcceptsEngineShapes(t *testing.T) {
 	hdrs, err := Validate(bytes.NewReader(data))
 	assert.NilError(t, err)
 	assert.Equal(t, len(hdrs), 9)
-	assert.DeepEqual(t, hdrs[6], Header{Name: "work/" + deep, Mode: 0o640, Size: 4})
+	assert.DeepEqual(t, hdrs[6], Header{Name: "work/" + deep, Mode: 0o640, Size: 4, Offset: 8192})
 	assert.Check(t, hdrs[2].Dir && hdrs[2].Mode == 0o700)
 }
 
@@ -195,9 +195,9 @@ func TestSortRecordsGroupDescendants(t *testing.T) {
 	}{{"x", false}, {"x-1", false}, {"x.txt", false}}
 	var recs [][]byte
 	for _, n := range names {
-		recs = append(recs, AppendRecord(nil, n.n, n.dir))
+		recs = append(recs, AppendRecord(nil, n.n, n.dir, 0))
 	}
-	recs = append(recs, AppendRecord(nil, "x/y", false))
+	recs = append(recs, AppendRecord(nil, "x/y", false, 0))
 	// In byte order "x-1" < "x/y"; in record order x/y must come right after x.
 	for _, r := range sortedCopy(recs) {
 		if err := s.Add(r); err != nil {
@@ -222,10 +222,10 @@ func sortedCopy(recs [][]byte) [][]byte {
 }
 
 func TestRecordEncodingIsInjective(t *testing.T) {
-	a := AppendRecord(nil, "a\x01b", false)
-	b := AppendRecord(nil, "a/b", false)
+	a := AppendRecord(nil, "a\x01b", false, 0)
+	b := AppendRecord(nil, "a/b", false, 0)
 	assert.Check(t, !bytes.Equal(a, b))
-	assert.Equal(t, decode(a[:len(a)-2]), "a\x01b")
+	assert.Equal(t, decode(a[:len(a)-recordTail]), "a\x01b")
 }
 
 // TestSeedCorpus keeps testdata/fuzz/FuzzValidate in step with the crafted
@@ -301,4 +301,53 @@ func TestCheckHeadRejectsCompressedBodies(t *testing.T) {
 	bad := bytes.Clone(good)
 	bad[0] ^= 1
 	assert.Check(t, is.ErrorContains(CheckHead(bad), "checksum"))
+}
+
+// Errors about GNU long-name and PAX records name the entry they apply to
+// (its real path), not "././@LongLink" or the PAX header's own name.
+func TestLongNameAndPAXErrorsNameTheRealPath(t *testing.T) {
+	long := strings.Repeat("l", 150)
+	lrec := func(typ byte, body string) []byte {
+		h := archivetest.RawHeader("././@LongLink", typ, fmt.Sprintf("%011o\x00", len(body)+1), nil)
+		return cat(h, []byte(body+"\x00"), zeros((BlockSize-(len(body)+1)%BlockSize)%BlockSize))
+	}
+	file := archivetest.RawHeader("real", '0', "00000000000\x00", nil)
+	end := zeros(2 * BlockSize)
+	for name, tc := range map[string]struct {
+		data  []byte
+		entry string
+	}{
+		"GNU long name":             {cat(lrec('L', long), archivetest.RawHeader(long[:99], '0', "00000000000\x00", nil), end), long},
+		"GNU long link":             {cat(lrec('K', "target"), file, end), "real"},
+		"GNU long link, long name":  {cat(lrec('K', "target"), lrec('L', long), file, end), long},
+		"PAX unknown key":           {cat(paxBlock("PaxHeaders.0/real", "nonsense=1"), file, end), "real"},
+		"PAX unknown key and path":  {cat(paxBlock("PaxHeaders.0/x", "nonsense=1", "path="+long), file, end), long},
+		"PAX size override":         {cat(paxBlock("PaxHeaders.0/real", "size=1"), file, end), "real"},
+		"PAX then a second PAX":     {cat(paxBlock("PaxHeaders.0/a"), paxBlock("PaxHeaders.0/real"), file, end), "PaxHeaders.0/real"},
+		"PAX path, then bad header": {cat(paxBlock("PaxHeaders.0/x", "path="+long), archivetest.RawHeader("real", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), long},
+	} {
+		_, err := Validate(bytes.NewReader(tc.data))
+		var ae *Error
+		if assert.Check(t, errors.As(err, &ae), "%s: got %v", name, err) {
+			assert.Check(t, is.Equal(ae.Entry, tc.entry), "%s: %v", name, err)
+		}
+	}
+}
+
+// Whole-archive errors found over sorted names carry the offset of the
+// offending entry's header: a duplicate, its later occurrence.
+func TestSortedErrorsCarryOffsets(t *testing.T) {
+	// d/ at 0, d/a at 512 (body 1024), d/b at 1536, d/a again at 2048.
+	data := build(t, ent{name: "d/", typ: tar.TypeDir}, ent{name: "d/a", body: "1"}, ent{name: "d/b"}, ent{name: "d/a", body: "2"})
+	_, err := Validate(bytes.NewReader(data))
+	var ae *Error
+	assert.Assert(t, errors.As(err, &ae), "got %v", err)
+	assert.Check(t, is.Equal(ae.Entry, "d/a"))
+	assert.Check(t, is.Equal(ae.Offset, int64(2048)), "%v", err)
+	// A directory and a file of one name: the later one is the duplicate,
+	// although the directory record sorts first.
+	data = build(t, ent{name: "d/", typ: tar.TypeDir}, ent{name: "d/a", body: "1"}, ent{name: "d/b"}, ent{name: "d/a/", typ: tar.TypeDir})
+	_, err = Validate(bytes.NewReader(data))
+	assert.Assert(t, errors.As(err, &ae), "got %v", err)
+	assert.Check(t, is.Equal(ae.Offset, int64(2048)), "%v", err)
 }

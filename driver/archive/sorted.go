@@ -2,6 +2,7 @@ package archive
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +22,11 @@ const (
 	kindReg = 'f'
 )
 
-// AppendRecord appends name's sort record for an entry of the given kind.
-func AppendRecord(dst []byte, name string, dir bool) []byte {
+// AppendRecord appends name's sort record for an entry of the given kind
+// whose header is at stream offset off (bytes; 0 where no stream offset
+// exists). The offset follows the kind as 8 big-endian bytes, so records
+// of one name sort in stream order and errors carry the right offset.
+func AppendRecord(dst []byte, name string, dir bool, off int64) []byte {
 	for i := 0; i < len(name); i++ {
 		switch c := name[i]; c {
 		case '/':
@@ -37,11 +41,14 @@ func AppendRecord(dst []byte, name string, dir bool) []byte {
 	if dir {
 		kind = kindDir
 	}
-	return append(dst, end, kind)
+	return binary.BigEndian.AppendUint64(append(dst, end, kind), uint64(off))
 }
 
+// recordTail is the bytes after a record's name: terminator, kind, offset.
+const recordTail = 2 + 8
+
 // MaxRecordBytes bounds a record for a name of at most n bytes.
-func MaxRecordBytes(n int) int { return 2*n + 2 }
+func MaxRecordBytes(n int) int { return 2*n + recordTail }
 
 func decode(key []byte) string {
 	var b []byte
@@ -67,27 +74,31 @@ func decode(key []byte) string {
 type Sorted struct {
 	prevKey []byte
 	prevDir bool
+	prevOff int64
 	any     bool
 }
 
-// Add checks the next record in ascending order.
+// Add checks the next record in ascending order. A duplicate's error
+// carries the offset of the name's later occurrence in the stream; a
+// conflicting ancestor's, the offset of the descendant it names.
 func (s *Sorted) Add(rec []byte) error {
-	if len(rec) < 2 || rec[len(rec)-2] != end {
+	if len(rec) < recordTail || rec[len(rec)-recordTail] != end {
 		return errors.New("archive: malformed sort record")
 	}
-	key, dir := rec[:len(rec)-2], rec[len(rec)-1] == kindDir
+	tail := rec[len(rec)-recordTail:]
+	key, dir, off := rec[:len(rec)-recordTail], tail[1] == kindDir, int64(binary.BigEndian.Uint64(tail[2:]))
 	defer func() {
 		s.prevKey = append(s.prevKey[:0], key...)
-		s.prevDir, s.any = dir, true
+		s.prevDir, s.prevOff, s.any = dir, off, true
 	}()
 	if !s.any {
 		return nil
 	}
 	if bytes.Equal(key, s.prevKey) {
-		return &Error{Entry: decode(key), Reason: "duplicate entry: the name occurs more than once in the archive"}
+		return &Error{Entry: decode(key), Offset: max(off, s.prevOff), Reason: "duplicate entry: the name occurs more than once in the archive"}
 	}
 	if !s.prevDir && len(key) > len(s.prevKey) && bytes.HasPrefix(key, s.prevKey) && key[len(s.prevKey)] == sep {
-		return &Error{Entry: decode(key), Reason: fmt.Sprintf("conflicting ancestor: %q is a regular file", decode(s.prevKey))}
+		return &Error{Entry: decode(key), Offset: off, Reason: fmt.Sprintf("conflicting ancestor: %q is a regular file", decode(s.prevKey))}
 	}
 	return nil
 }
@@ -111,7 +122,7 @@ func Validate(r io.Reader) ([]Header, error) {
 			return hdrs, err
 		}
 		hdrs = append(hdrs, *h)
-		recs = append(recs, AppendRecord(nil, h.Name, h.Dir))
+		recs = append(recs, AppendRecord(nil, h.Name, h.Dir, h.Offset))
 	}
 	slices.SortFunc(recs, bytes.Compare)
 	var s Sorted

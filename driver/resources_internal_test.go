@@ -1,0 +1,75 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/sandboxapi"
+)
+
+// inspectFake returns an engine on a fake Engine that answers container and
+// network inspects with the given JSON documents. It is a fake Engine: a
+// real one never reports a short ID or lets a test inject daemon-wide
+// network options here.
+func inspectFake(t *testing.T, containerJSON, networkJSON string) *engine {
+	t.Helper()
+	sock := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.Contains(r.URL.Path, "/containers/"):
+			w.Write([]byte(containerJSON))
+		case strings.Contains(r.URL.Path, "/networks/"):
+			w.Write([]byte(networkJSON))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	eng, err := newEngine(sock, "1.41")
+	assert.NilError(t, err)
+	t.Cleanup(func() { eng.close() })
+	return eng
+}
+
+var goodID = strings.Repeat("0123456789abcdef", 4)
+
+func containerDoc(id string) string {
+	return fmt.Sprintf(`{"Id":%q,"Name":"/c","Image":"sha256:x","Config":{"Image":"sha256:x"},"HostConfig":{}}`, id)
+}
+
+func networkDoc(id, options string) string {
+	return fmt.Sprintf(`{"Id":%q,"Name":"n","Driver":"bridge","Scope":"local","Options":%s}`, id, options)
+}
+
+// Engine IDs are exactly 64 lowercase hex digits; anything else is not an
+// Engine identity the record may hold (docs/contract.md#recovery).
+func TestInspectRequiresExactEngineIDs(t *testing.T) {
+	ctx := context.Background()
+	for _, id := range []string{goodID[:63], strings.ToUpper(goodID), goodID + "0", "c1", goodID[:63] + "g"} {
+		eng := inspectFake(t, containerDoc(id), networkDoc(id, "{}"))
+		_, err := inspectResource(ctx, eng, sandboxapi.RoleCompute, "ref")
+		assert.Check(t, is.ErrorContains(err, "64 lowercase hex"), "container ID %q", id)
+		_, err = inspectResource(ctx, eng, sandboxapi.RoleNetwork, "ref")
+		assert.Check(t, is.ErrorContains(err, "64 lowercase hex"), "network ID %q", id)
+	}
+	eng := inspectFake(t, containerDoc(goodID), networkDoc(goodID, "{}"))
+	in, err := inspectResource(ctx, eng, sandboxapi.RoleCompute, "ref")
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(in.id, goodID))
+	in, err = inspectResource(ctx, eng, sandboxapi.RoleNetwork, "ref")
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(in.id, goodID))
+}
+
+// A daemon's default network options (a bridge name, a gateway mode) are
+// merged into every new network; the private bridge must carry none.
+func TestNetworkReadbackRequiresEmptyOptions(t *testing.T) {
+	eng := inspectFake(t, containerDoc(goodID), networkDoc(goodID, `{"com.docker.network.bridge.gateway_mode_ipv4":"routed"}`))
+	_, err := inspectResource(context.Background(), eng, sandboxapi.RoleNetwork, "ref")
+	assert.Check(t, is.ErrorContains(err, "gateway_mode_ipv4"))
+}
