@@ -74,7 +74,7 @@ func (b *Backend) engine() (*engine, error) {
 		return nil, &sandboxapi.StateError{Message: "backend is closed"}
 	}
 	if b.eng == nil {
-		eng, err := newEngine(b.socket)
+		eng, err := newEngine(b.socket, pinnedAPIVersion(b.profile, &b.cfg))
 		if err != nil {
 			return nil, engineFailure(err, "connect to Engine at %s", b.socket)
 		}
@@ -130,6 +130,24 @@ func (b *Backend) startupTimeout(p sandboxapi.Policy) time.Duration {
 
 func (b *Backend) cleanupTimeout(p sandboxapi.Policy) time.Duration {
 	return time.Duration(p.Deadlines.CleanupMs) * time.Millisecond
+}
+
+// pinnedAPIVersion is the Engine API version the backend speaks: the
+// profile's qualified version (daemon.minAPIVersion, which admission checks
+// the daemon serves), raised to the datasets' minimum when datasets are
+// attached, since `type: image` mounts need it
+// (docs/contract.md#datasets). Admission records it as
+// EngineFacts.ClientAPIVersion.
+func pinnedAPIVersion(prof profiles.Profile, cfg *Config) string {
+	pin := prof.Daemon.MinAPIVersion
+	if len(cfg.Datasets) > 0 {
+		d, dok := apiVersion(prof.Datasets.MinAPIVersion)
+		p, pok := apiVersion(pin)
+		if dok && (!pok || d > p) {
+			pin = prof.Datasets.MinAPIVersion
+		}
+	}
+	return pin
 }
 
 func runtimeTuple() string { return runtime.GOOS + "/" + runtime.GOARCH }

@@ -125,7 +125,11 @@ func socketPath(endpoint string) (string, error) {
 	return p, nil
 }
 
-func newEngine(socket string) (*engine, error) {
+// newEngine returns an engine on socket whose client speaks exactly
+// apiVersion ("1.<minor>") on every request: no negotiation, so the API the
+// profile was qualified against is the API in use
+// (docs/contract.md#profiles-and-admission).
+func newEngine(socket, apiVersion string) (*engine, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	base := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -141,6 +145,7 @@ func newEngine(socket string) (*engine, error) {
 		client.WithHost("unix://"+socket),
 		client.WithHTTPClient(hc),
 		client.WithUserAgent("qualbox-driver"),
+		client.WithAPIVersion(apiVersion),
 	)
 	if err != nil {
 		return nil, err

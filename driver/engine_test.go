@@ -7,10 +7,14 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/moby/moby/client"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/profiles"
 )
 
 // fakeEngine serves handler on a Unix socket. It is a fake Engine: it shows
@@ -48,7 +52,7 @@ func TestControlRepliesAreBounded(t *testing.T) {
 			http.NotFound(w, r)
 		}
 	})
-	eng, err := newEngine(sock)
+	eng, err := newEngine(sock, "1.41")
 	assert.NilError(t, err)
 	defer eng.close()
 	// The moby client flattens decode errors into text, so the bound shows
@@ -73,4 +77,56 @@ func TestSocketPath(t *testing.T) {
 		_, err := socketPath(bad)
 		assert.Check(t, err != nil, "%q", bad)
 	}
+}
+
+// The client speaks the profile's qualified API version on every request
+// and never negotiates up to what the daemon offers
+// (docs/contract.md#profiles-and-admission). A fake Engine offering 1.56 shows
+// it: a negotiating client would switch to /v1.56/.
+func TestClientIsPinnedToTheProfileAPIVersion(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	sock := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Api-Version", "1.56")
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/_ping"):
+			w.Write([]byte("OK"))
+		case strings.HasSuffix(r.URL.Path, "/version"):
+			w.Write([]byte(`{"Version":"29.1.4","ApiVersion":"1.56","MinAPIVersion":"1.40","Os":"linux","Arch":"amd64"}`))
+		case strings.HasSuffix(r.URL.Path, "/info"):
+			w.Write([]byte(`{"ID":"fake","OSType":"linux","Architecture":"x86_64","CgroupVersion":"1","CgroupDriver":"cgroupfs"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	b, err := New(Config{Profile: "linux-x64-cgroupv1", Endpoint: "unix://" + sock, Namespace: "qualbox-test",
+		SpillDirectory: t.TempDir(), ImageID: "sha256:" + strings.Repeat("a", 64), User: User{UID: 1, GID: 1}})
+	assert.NilError(t, err)
+	defer b.Close()
+	adm, err := b.Admit(context.Background())
+	var ae *AdmissionError
+	assert.Assert(t, errors.As(err, &ae), "the fake Engine's /info lacks capabilities: %v", err)
+	assert.Check(t, is.Equal(adm.Engine.ClientAPIVersion, "1.41"))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Assert(t, len(paths) > 0)
+	for _, p := range paths {
+		assert.Check(t, strings.Contains(p, " /v1.41/"), "request %s is not pinned to API 1.41", p)
+	}
+}
+
+// Datasets need `type: image` mounts, so a configuration with datasets is
+// pinned to the higher of the profile's and the datasets' API version.
+func TestPinnedAPIVersion(t *testing.T) {
+	prof, err := profiles.Load("linux-x64-cgroupv1")
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(pinnedAPIVersion(prof, &Config{}), "1.41"))
+	assert.Check(t, is.Equal(pinnedAPIVersion(prof, &Config{Datasets: []Dataset{{Name: "d"}}}), "1.48"))
+	prof, err = profiles.Load("linux-x64")
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(pinnedAPIVersion(prof, &Config{}), "1.52"))
 }

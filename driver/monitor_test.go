@@ -30,7 +30,7 @@ func TestMonitorTreatsNullExitCodeAsPending(t *testing.T) {
 		}
 		fmt.Fprintf(w, `{"ID":"e1","ContainerID":"c1","Running":false,"ExitCode":%s}`, code)
 	})
-	eng, err := newEngine(sock)
+	eng, err := newEngine(sock, "1.41")
 	assert.NilError(t, err)
 	defer eng.close()
 	s := &sandbox{b: &Backend{}, policy: sandboxapi.Policy{Deadlines: sandboxapi.Deadlines{StartupMs: 5000, CleanupMs: 5000}}}
