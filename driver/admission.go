@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/moby/moby/api/types/image"
@@ -399,27 +400,9 @@ func (f *admissionFacts) evaluate(withImages bool) []Check {
 // Engine answered) and an *AdmissionError when any row failed. Engine and
 // transport failures are *sandboxapi.OperationError.
 func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
-	f := &admissionFacts{prof: prof, cfg: cfg}
-	var err error
-	if f.ver, err = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{}); err != nil {
-		return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
-	}
-	infoRes, err := eng.cli.Info(ctx, client.InfoOptions{})
+	f, err := readAdmissionFacts(ctx, eng, prof, cfg, withImages)
 	if err != nil {
-		return nil, engineFailure(err, "read Engine /info at %s", eng.socket)
-	}
-	f.info = infoRes.Info
-	if withImages {
-		if f.image, err = inspectImage(ctx, eng, cfg.ImageID); err != nil {
-			return nil, engineFailure(err, "inspect image %s", cfg.ImageID)
-		}
-		for _, ds := range cfg.Datasets {
-			img, err := inspectImage(ctx, eng, ds.ImageID)
-			if err != nil {
-				return nil, engineFailure(err, "inspect dataset image %s", ds.ImageID)
-			}
-			f.datasets = append(f.datasets, img)
-		}
+		return nil, err
 	}
 	a := &Admission{Profile: prof.Name, Checks: f.evaluate(withImages), Engine: f.engineFacts()}
 	a.Engine.ClientAPIVersion = eng.cli.ClientVersion()
@@ -431,6 +414,58 @@ func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config,
 		return a, &AdmissionError{Profile: prof.Name, Failed: failed}
 	}
 	return a, nil
+}
+
+// readAdmissionFacts reads /version, /info and, with withImages, the
+// workload and dataset image inspects. The reads do not depend on each
+// other, so they run concurrently: admission costs one Engine round trip of
+// latency, not one per read. The error is that of the first failed read in
+// the order above, whichever finished first.
+func readAdmissionFacts(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config, withImages bool) (*admissionFacts, error) {
+	f := &admissionFacts{prof: prof, cfg: cfg}
+	var reads []func() error
+	reads = append(reads, func() (err error) {
+		if f.ver, err = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{}); err != nil {
+			return engineFailure(err, "read Engine /version at %s", eng.socket)
+		}
+		return nil
+	}, func() error {
+		infoRes, err := eng.cli.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return engineFailure(err, "read Engine /info at %s", eng.socket)
+		}
+		f.info = infoRes.Info
+		return nil
+	})
+	if withImages {
+		reads = append(reads, func() (err error) {
+			if f.image, err = inspectImage(ctx, eng, cfg.ImageID); err != nil {
+				return engineFailure(err, "inspect image %s", cfg.ImageID)
+			}
+			return nil
+		})
+		f.datasets = make([]*image.InspectResponse, len(cfg.Datasets))
+		for i, ds := range cfg.Datasets {
+			reads = append(reads, func() (err error) {
+				if f.datasets[i], err = inspectImage(ctx, eng, ds.ImageID); err != nil {
+					return engineFailure(err, "inspect dataset image %s", ds.ImageID)
+				}
+				return nil
+			})
+		}
+	}
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, read := range reads {
+		wg.Go(func() { errs[i] = read() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // inspectImage returns the inspect of id, or nil without error when the
