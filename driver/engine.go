@@ -103,6 +103,7 @@ type engine struct {
 	socket string
 	cli    *client.Client
 	raw    *http.Client
+	base   *http.Transport
 }
 
 // socketPath accepts "unix:///abs/path" or "/abs/path" and returns the
@@ -150,10 +151,17 @@ func newEngine(socket, apiVersion string) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{socket: socket, cli: cli, raw: hc}, nil
+	return &engine{socket: socket, cli: cli, raw: hc, base: base}, nil
 }
 
-func (e *engine) close() error { return e.cli.Close() }
+// close closes the idle connections. The moby client only closes those of
+// a transport it can see as *http.Transport, and ours is wrapped by
+// boundedTransport, so without this each idle connection kept two
+// goroutines and a socket until IdleConnTimeout after Backend.Close.
+func (e *engine) close() error {
+	e.base.CloseIdleConnections()
+	return e.cli.Close()
+}
 
 // getJSON performs a bounded GET of an Engine API path (without version
 // prefix) and decodes a 200 reply into out. It returns the status code; a
