@@ -164,36 +164,28 @@ func (p *process) Start(ctx context.Context) (sandboxapi.Process, error) {
 		})
 		p.mu.Unlock()
 	}
-	stdoutR, stdoutW := io.Pipe()
-	stderrR, stderrW := io.Pipe()
 	p.mu.Lock()
 	p.conn = att.Conn
 	p.mu.Unlock()
-	p.workers.Add(2)
-	go func() {
-		defer p.workers.Done()
-		err := demux(att.Reader, stdoutW, stderrW)
-		select {
-		case p.streamEnded <- struct{}{}:
-		default:
-		}
-		if err == nil {
-			stdoutW.Close()
-			stderrW.Close()
-			return
-		}
-		stdoutW.CloseWithError(err)
-		stderrW.CloseWithError(err)
-	}()
+	p.workers.Add(1)
 	go func() {
 		defer p.workers.Done()
 		p.monitor(eng, created.ID, containerID)
 	}()
+	// The owned streams run the frame decoder in their own goroutine and
+	// stage each payload straight into the reader's buffer: no pipe and no
+	// second goroutine between the connection and the reader.
 	raw := sandboxapi.RawStreams{
-		Stdin:  &stdinConn{conn: att.Conn},
-		Stdout: stdoutR,
-		Stderr: stderrR,
-		Wait:   p.wait,
+		Stdin: &stdinConn{conn: att.Conn},
+		Output: func(stdout, stderr io.Writer) error {
+			err := demux(att.Reader, stdout, stderr)
+			select {
+			case p.streamEnded <- struct{}{}:
+			default:
+			}
+			return err
+		},
+		Wait: p.wait,
 	}
 	owned := sandboxapi.OwnStreams(raw, policy.Streams, p.fail)
 	p.mu.Lock()
@@ -386,4 +378,7 @@ func (p *process) computeStopped() {
 		conn.Close()
 	}
 	p.workers.Wait()
+	if owned != nil {
+		<-owned.Done() // the frame decoder ended with the connection
+	}
 }
