@@ -405,13 +405,24 @@ func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duratio
 	heap0 := heapAlloc()
 	t0 := time.Now()
 	var wg sync.WaitGroup
+	policy := enginetest.Policy()
+	// Removing 32 running containers at once takes the Engine minutes on a
+	// crowded machine; the default 60 s cleanup deadline is not the point.
+	policy.Deadlines.CleanupMs = 10 * 60 * 1000
 	for i := range n {
 		wg.Go(func() {
-			res, err := be.Reserve(sandboxapi.Request{Policy: enginetest.Policy()}, sandboxapi.InProcess())
+			res, err := be.Reserve(sandboxapi.Request{Policy: policy}, sandboxapi.InProcess())
 			if err != nil {
 				errs[i] = err
 				return
 			}
+			// Whatever happens to the sample, the sandbox is destroyed
+			// (Destroy is idempotent and retryable).
+			b.Cleanup(func() {
+				if err := res.Destroy(context.Background()); err != nil {
+					b.Errorf("destroy %s: %v", res.ID(), err)
+				}
+			})
 			live[i].res = res
 			sb, err := res.Start(ctx)
 			if err != nil {
@@ -454,6 +465,9 @@ func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duratio
 		}
 		wg.Go(func() {
 			err := l.res.Destroy(context.Background())
+			if err != nil {
+				err = l.res.Destroy(context.Background()) // retryable
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			derrs = append(derrs, err)
