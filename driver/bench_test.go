@@ -377,8 +377,9 @@ func BenchmarkConcurrentStart(b *testing.B) {
 }
 
 type liveSandbox struct {
-	res  sandboxapi.Reservation
-	proc sandboxapi.Process
+	res       sandboxapi.Reservation
+	proc      sandboxapi.Process
+	destroyed atomic.Bool
 }
 
 // concurrentSandboxes starts n idle sandboxes concurrently from a fresh
@@ -392,6 +393,7 @@ func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duratio
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { be.Close() }) // after the sandboxes' cleanups (LIFO)
 	// The controller's own state (Engine client, connection) exists before
 	// the first sandbox: admission opens it, outside the timing and the
 	// per-sandbox heap.
@@ -416,9 +418,12 @@ func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duratio
 				errs[i] = err
 				return
 			}
-			// Whatever happens to the sample, the sandbox is destroyed
-			// (Destroy is idempotent and retryable).
+			// A sample that fails before destroying its sandboxes still
+			// destroys them (its Backend stays open until then).
 			b.Cleanup(func() {
+				if live[i].destroyed.Load() {
+					return
+				}
 				if err := res.Destroy(context.Background()); err != nil {
 					b.Errorf("destroy %s: %v", res.ID(), err)
 				}
@@ -459,7 +464,8 @@ func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duratio
 	var records []sandboxapi.RecoveryRecord
 	var derrs []error
 	var mu sync.Mutex
-	for _, l := range live {
+	for i := range live {
+		l := &live[i]
 		if l.res == nil {
 			continue
 		}
@@ -468,6 +474,7 @@ func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duratio
 			if err != nil {
 				err = l.res.Destroy(context.Background()) // retryable
 			}
+			l.destroyed.Store(err == nil)
 			mu.Lock()
 			defer mu.Unlock()
 			derrs = append(derrs, err)
