@@ -41,13 +41,17 @@ qualify: engine $(KEYS)/qualbox-ed25519.key
 qualify-lane-b: engine-b $(KEYS)/qualbox-ed25519.key
 	$(GO) run ./cmd/qualify run --manifest manifests/linux-x64-cgroupv1-lane-b.yaml --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
 
-## bench: driver benchmarks; each prints its ratio against a reference measured in the same run.
+## bench: every driver benchmark, BENCH_COUNT samples each (one sample per run, qualbox and its
+## reference back to back in it); benchstat reads the Benchmark lines, and the run ends with one
+## table of every measure: median, min, max, target, met. BENCH=regexp selects benchmarks.
+BENCH       ?= .
+BENCH_COUNT ?= 5
 bench: engine
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./driver/...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -count $(BENCH_COUNT) -timeout 120m ./driver/
 
 ## bench-transfer: workspace import/export of 256 MiB in 10,000 files against `docker cp`, and peak RSS exporting 200,000 vs 10,000 files.
 bench-transfer: engine
-	$(GO) test -run '^$$' -bench 'BenchmarkImport$$|BenchmarkExport$$|BenchmarkExportPeakRSS$$' -benchtime 1x -timeout 30m ./driver/
+	$(GO) test -run '^$$' -bench 'BenchmarkImport$$|BenchmarkExport$$|BenchmarkExportPeakRSS$$' -benchtime 1x -count $(BENCH_COUNT) -timeout 60m ./driver/
 
 ## fuzz: every fuzz target (found with go test -list '^Fuzz') for FUZZTIME each (default 30s), keeping new
 ## interesting inputs in each package's testdata/fuzz/<Target>/ (FUZZKEEP=0 keeps none; FUZZ=regexp selects targets).

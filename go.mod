@@ -37,7 +37,7 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/qualbox/qualbox/driver v0.0.0 // indirect
-	github.com/qualbox/qualbox/profiles v0.0.0 // indirect
+	github.com/qualbox/qualbox/profiles v0.0.0
 	github.com/qualbox/qualbox/sandboxapi v0.0.0 // indirect
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect

@@ -196,6 +196,7 @@ type engine struct {
 	cli    *client.Client
 	raw    *http.Client
 	dial   func(ctx context.Context) (net.Conn, error)
+	base   *http.Transport
 }
 
 // socketPath accepts "unix:///abs/path" or "/abs/path" and returns the
@@ -244,10 +245,17 @@ func newEngine(socket, apiVersion string) (*engine, error) {
 		return nil, err
 	}
 	dial := func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "unix", socket) }
-	return &engine{socket: socket, cli: cli, raw: hc, dial: dial}, nil
+	return &engine{socket: socket, cli: cli, raw: hc, dial: dial, base: base}, nil
 }
 
-func (e *engine) close() error { return e.cli.Close() }
+// close closes the idle connections. The moby client only closes those of
+// a transport it can see as *http.Transport, and ours is wrapped by
+// boundedTransport, so without this each idle connection kept two
+// goroutines and a socket until IdleConnTimeout after Backend.Close.
+func (e *engine) close() error {
+	e.base.CloseIdleConnections()
+	return e.cli.Close()
+}
 
 // getJSON performs a bounded GET of an Engine API path (without version
 // prefix) and decodes a 200 reply into out. It returns the status code; a

@@ -193,40 +193,40 @@ func (p *process) Start(ctx context.Context) (_ sandboxapi.Process, err error) {
 }
 
 // own takes the attached exec's connection and multiplexed stream: it owns
-// the streams under policy.streams first, then starts the demultiplexer, the
-// exit monitor and the post-exit drain watch, so a framing failure always
-// finds the owned streams to fail.
+// the streams under policy.streams first, then lets the frame decoder run
+// and starts the exit monitor and the post-exit drain watch, so a framing
+// failure always finds the owned streams to fail. The decoder runs inside
+// the owned streams' output goroutine (RawStreams.Output) and stages each
+// payload straight into the reader's buffer: no pipe and no second
+// goroutine between the connection and the reader.
 func (p *process) own(eng *engine, execID, containerID string, conn net.Conn, stream io.Reader) *sandboxapi.OwnedStreams {
-	stdoutR, stdoutW := io.Pipe()
-	stderrR, stderrW := io.Pipe()
+	owning := make(chan struct{})
 	raw := sandboxapi.RawStreams{
-		Stdin:  &stdinConn{conn: conn},
-		Stdout: stdoutR,
-		Stderr: stderrR,
-		Wait:   p.wait,
+		Stdin: &stdinConn{conn: conn},
+		Output: func(stdout, stderr io.Writer) error {
+			defer close(p.streamDone)
+			<-owning
+			err := demux(stream, stdout, stderr)
+			select {
+			case p.streamEnded <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				// Fail with the contract's code before returning: the
+				// owned streams would call any output error a
+				// stream_failure, and an oversize frame is output_limit.
+				p.fail(streamError(err))
+			}
+			return err
+		},
+		Wait: p.wait,
 	}
 	owned := sandboxapi.OwnStreams(raw, p.s.policy.Streams, p.fail)
 	p.mu.Lock()
 	p.conn, p.owned = conn, owned
 	p.mu.Unlock()
-	p.workers.Add(3)
-	go func() {
-		defer p.workers.Done()
-		defer close(p.streamDone)
-		err := demux(stream, stdoutW, stderrW)
-		select {
-		case p.streamEnded <- struct{}{}:
-		default:
-		}
-		if err != nil {
-			// Fail with the contract's code before the pipes carry the
-			// error: the owned streams would call any raw read error a
-			// stream_failure, and an oversize frame is output_limit.
-			p.fail(streamError(err))
-		}
-		stdoutW.CloseWithError(err)
-		stderrW.CloseWithError(err)
-	}()
+	close(owning)
+	p.workers.Add(2)
 	go func() {
 		defer p.workers.Done()
 		p.monitor(eng, execID, containerID)

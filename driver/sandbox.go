@@ -252,7 +252,7 @@ func (s *sandbox) acquire(ctx context.Context) error {
 	networkID := ""
 	if res, ok := s.resource(sandboxapi.RoleNetwork); ok {
 		f := false
-		networkID, err = s.create(ctx, eng, sandboxapi.RoleNetwork, func(ctx context.Context) (string, error) {
+		in, err := s.create(ctx, eng, sandboxapi.RoleNetwork, func(ctx context.Context) (string, error) {
 			out, err := eng.cli.NetworkCreate(ctx, res.Name, client.NetworkCreateOptions{
 				Driver: "bridge", Scope: "local", EnableIPv6: &f, Labels: resourceLabels(record, sandboxapi.RoleNetwork),
 			})
@@ -264,13 +264,15 @@ func (s *sandbox) acquire(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		networkID = in.id
 	}
 	platform := &ocispec.Platform{OS: "linux", Architecture: b.profile.Image.Architecture}
-	var computeID string
-	for _, role := range []sandboxapi.Role{sandboxapi.RoleCompute, sandboxapi.RoleExport} {
+	// createContainer creates the container of role and verifies the
+	// create's own readback against the request: one inspect per create.
+	createContainer := func(role sandboxapi.Role) (string, error) {
 		res, _ := s.resource(role)
 		spec := b.workloadSpec(record, s.policy, role, storage.Name, networkID)
-		id, err := s.create(ctx, eng, role, func(ctx context.Context) (string, error) {
+		in, err := s.create(ctx, eng, role, func(ctx context.Context) (string, error) {
 			out, err := eng.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 				Name: res.Name, Config: spec.config, HostConfig: spec.host,
 				NetworkingConfig: &network.NetworkingConfig{}, Platform: platform,
@@ -281,34 +283,39 @@ func (s *sandbox) acquire(ctx context.Context) error {
 			return out.ID, err
 		})
 		if err != nil {
-			return err
-		}
-		in, err := s.inspectOwned(ctx, eng, role)
-		if err != nil {
-			return err
+			return "", err
 		}
 		if err := b.verifyContainer(*in.container, record, s.policy, role, storage.Name, networkID, false); err != nil {
-			return err
+			return "", err
 		}
-		if role == sandboxapi.RoleCompute {
-			computeID = id
-		}
+		return in.id, nil
 	}
-	if err := s.prepareWork(ctx, eng, computeID); err != nil {
-		return err
-	}
-	if _, err := eng.cli.ContainerStart(ctx, computeID, client.ContainerStartOptions{}); err != nil {
-		return engineFailure(err, "start compute container %s", computeID)
-	}
-	in, err := s.inspectOwned(ctx, eng, sandboxapi.RoleCompute)
+	computeID, err := createContainer(sandboxapi.RoleCompute)
 	if err != nil {
 		return err
 	}
-	if err := b.verifyContainer(*in.container, record, s.policy, sandboxapi.RoleCompute, storage.Name, networkID, true); err != nil {
+	// The export accessor depends on the volume only, compute's start
+	// depends on compute only: create the accessor while compute is
+	// prepared, started and read back. Both finish before Start returns
+	// (also on failure, so cleanup never races a create), and the compute
+	// create is dispatched first, so the Engine sees the same create order.
+	var started *inspection
+	var startErr, exportErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, exportErr = createContainer(sandboxapi.RoleExport) })
+	wg.Go(func() { started, startErr = s.startCompute(ctx, eng, computeID) })
+	wg.Wait()
+	if startErr != nil {
+		return startErr
+	}
+	if exportErr != nil {
+		return exportErr
+	}
+	if err := b.verifyContainer(*started.container, record, s.policy, sandboxapi.RoleCompute, storage.Name, networkID, true); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.effective = effectiveFrom(adm.Engine.DaemonID, *in.container)
+	s.effective = effectiveFrom(adm.Engine.DaemonID, *started.container)
 	s.mu.Unlock()
 	if err := s.effective.Validate(); err != nil {
 		return fmt.Errorf("driver: effective policy: %w", err)
@@ -317,22 +324,23 @@ func (s *sandbox) acquire(ctx context.Context) error {
 }
 
 // create acquires one resource: checkpoint "creating", dispatch, inspect,
-// verify ownership, checkpoint "identified". A create the Engine answered
+// verify ownership, checkpoint "identified". It returns the inspection, the
+// resource's readback. A create the Engine answered
 // with an error did not happen and reverts to "planned"; a create whose
 // outcome is unknown (transport failure, deadline) stays "creating".
-func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role, do func(context.Context) (string, error)) (string, error) {
+func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role, do func(context.Context) (string, error)) (*inspection, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := s.checkpoint(ctx, setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityCreating})); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		// Not dispatched: the original owner knows it and can say so.
 		if rerr := s.checkpoint(context.WithoutCancel(ctx), setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityPlanned})); rerr != nil {
-			return "", errors.Join(err, rerr)
+			return nil, errors.Join(err, rerr)
 		}
-		return "", err
+		return nil, err
 	}
 	s.mu.Lock()
 	s.dispatched[role] = true
@@ -341,32 +349,32 @@ func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role,
 	if err != nil {
 		var unsupported *sandboxapi.UnsupportedError
 		if errors.As(err, &unsupported) {
-			return "", err // created with warnings: keep "creating" so cleanup identifies and removes it
+			return nil, err // created with warnings: keep "creating" so cleanup identifies and removes it
 		}
 		if engineAnswered(err) {
 			s.mu.Lock()
 			delete(s.dispatched, role)
 			s.mu.Unlock()
 			if rerr := s.checkpoint(context.WithoutCancel(ctx), setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityPlanned})); rerr != nil {
-				return "", errors.Join(engineFailure(err, "create %s", role), rerr)
+				return nil, errors.Join(engineFailure(err, "create %s", role), rerr)
 			}
 		}
-		return "", engineFailure(err, "create %s resource", role)
+		return nil, engineFailure(err, "create %s resource", role)
 	}
 	in, err := s.inspectOwnedRef(ctx, eng, role, id)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if in.id != id {
-		return "", &sandboxapi.StateError{Message: fmt.Sprintf("%s create returned %s but inspection found %s", role, id, in.id)}
+		return nil, &sandboxapi.StateError{Message: fmt.Sprintf("%s create returned %s but inspection found %s", role, id, in.id)}
 	}
 	if err := s.checkpoint(ctx, setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityIdentified, ID: in.id, Fingerprint: in.fingerprint})); err != nil {
-		return "", err
+		return nil, err
 	}
 	s.mu.Lock()
 	delete(s.dispatched, role)
 	s.mu.Unlock()
-	return in.id, nil
+	return in, nil
 }
 
 // engineAnswered reports whether err carries an Engine HTTP reply that
@@ -396,6 +404,18 @@ func (s *sandbox) inspectOwnedRef(ctx context.Context, eng *engine, role sandbox
 		return nil, err
 	}
 	return in, nil
+}
+
+// startCompute prepares the workspace in the created compute container,
+// starts it and reads it back.
+func (s *sandbox) startCompute(ctx context.Context, eng *engine, computeID string) (*inspection, error) {
+	if err := s.prepareWork(ctx, eng, computeID); err != nil {
+		return nil, err
+	}
+	if _, err := eng.cli.ContainerStart(ctx, computeID, client.ContainerStartOptions{}); err != nil {
+		return nil, engineFailure(err, "start compute container %s", computeID)
+	}
+	return s.inspectOwned(ctx, eng, sandboxapi.RoleCompute)
 }
 
 // prepareWork creates /workspace/work owned by the workload through the

@@ -7,3 +7,8 @@ require (
 	go.uber.org/goleak v1.3.0
 	gotest.tools/v3 v3.5.2
 )
+
+require (
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+)

@@ -17,10 +17,21 @@ import (
 // they also implement io.Closer, OwnedStreams closes them on failure or
 // Close to unblock those reads (otherwise the backend must end them, e.g. by
 // stopping the sandbox). Wait observes the leader's exit.
+//
+// Output replaces Stdout and Stderr (leave both nil) for a backend that
+// demultiplexes both outputs from one source, such as an Engine exec
+// attachment: OwnedStreams calls it once, from a goroutine of its own, with
+// one writer per output. Each Write stages a copy of its bytes for the
+// public reader and blocks while that output has no room (backpressure);
+// after a failure or Close it returns the close error, and Output should
+// return. Output returns nil when both outputs ended cleanly, or the error
+// that ended them. It saves a goroutine and a copy per chunk over two
+// readers fed from one source.
 type RawStreams struct {
 	Stdin  io.WriteCloser
 	Stdout io.Reader
 	Stderr io.Reader
+	Output func(stdout, stderr io.Writer) error
 	Wait   func(ctx context.Context) (Exit, error)
 }
 
@@ -38,10 +49,11 @@ type RawStreams struct {
 // is a failure. Close half-closes: it waits for admitted writes, then
 // closes the raw stdin. Write after Close is a *StateError.
 //
-// Stdout and Stderr: one goroutine per raw reader reads chunks of at most
-// HighWaterMarkBytes and stages them for the public reader, waiting while
-// the stream already has HighWaterMarkBytes staged (backpressure reaches
-// the process through the raw transport). More than MaxBufferedOutputBytes
+// Stdout and Stderr: one goroutine per raw reader (or one running Output)
+// stages what it reads for the public reader in a buffer of at most
+// HighWaterMarkBytes per stream, allocated at the stream's first byte and
+// waiting while it is full (backpressure reaches the process through the
+// raw transport). More than MaxBufferedOutputBytes
 // staged over both streams, or a lifetime total over MaxOutputBytes when
 // set, is an output_limit failure. Raw EOF reaches the reader as io.EOF
 // after the staged bytes; a raw read error is a stream_failure failure.
@@ -86,9 +98,9 @@ var _ Process = (*OwnedStreams)(nil)
 // make the returned streams failed from the start (a driver_failure
 // *OperationError, onFailure called before OwnStreams returns).
 //
-// OwnStreams starts two pump goroutines and one that closes Done; they end
-// once the raw readers have ended (or been closed by a failure or Close)
-// and stdin is half-closed or closed.
+// OwnStreams starts two pump goroutines (one with Output) and one that
+// closes Done; they end once the raw readers have ended (or been closed by a
+// failure or Close, or Output returned) and stdin is half-closed or closed.
 func OwnStreams(raw RawStreams, limits StreamLimits, onFailure func(error)) *OwnedStreams {
 	limits.MaxStdinBytes = clonePtr(limits.MaxStdinBytes)
 	limits.MaxOutputBytes = clonePtr(limits.MaxOutputBytes)
@@ -106,9 +118,11 @@ func OwnStreams(raw RawStreams, limits StreamLimits, onFailure func(error)) *Own
 
 	var bad error
 	switch {
-	case raw.Stdin == nil || raw.Stdout == nil || raw.Stderr == nil || raw.Wait == nil:
-		bad = NewOperationError(CodeDriverFailure, nil, "the backend must supply stdin, stdout, stderr and wait")
-	case same(raw.Stdout, raw.Stderr) || same(raw.Stdin, raw.Stdout) || same(raw.Stdin, raw.Stderr):
+	case raw.Stdin == nil || raw.Wait == nil || (raw.Output == nil && (raw.Stdout == nil || raw.Stderr == nil)):
+		bad = NewOperationError(CodeDriverFailure, nil, "the backend must supply stdin, stdout, stderr (or output) and wait")
+	case raw.Output != nil && (raw.Stdout != nil || raw.Stderr != nil):
+		bad = NewOperationError(CodeDriverFailure, nil, "the backend must supply either output or stdout and stderr, not both")
+	case raw.Output == nil && (same(raw.Stdout, raw.Stderr) || same(raw.Stdin, raw.Stdout) || same(raw.Stdin, raw.Stderr)):
 		bad = NewOperationError(CodeDriverFailure, nil, "sandbox standard streams must remain separate")
 	default:
 		if err := limits.Validate(); err != nil {
@@ -118,6 +132,9 @@ func OwnStreams(raw RawStreams, limits StreamLimits, onFailure func(error)) *Own
 	if bad != nil {
 		s.broken = true
 		s.fail(bad)
+	} else if raw.Output != nil {
+		s.pumps.Add(1)
+		go s.pumpOutput()
 	} else {
 		s.pumps.Add(2)
 		go s.pump(s.stdout)
@@ -196,7 +213,7 @@ func (s *OwnedStreams) Close(err error) {
 	s.shutdown(err)
 }
 
-// Done is closed once the streams settled: both pump goroutines returned,
+// Done is closed once the streams settled: the pump goroutines returned,
 // the raw stdin was closed and no Write is still in the raw stdin.
 func (s *OwnedStreams) Done() <-chan struct{} { return s.done }
 
@@ -242,7 +259,7 @@ func (s *OwnedStreams) shutdown(err error) bool {
 	s.closed = true
 	s.closeErr = err
 	for _, o := range []*ownedOutput{s.stdout, s.stderr} {
-		o.queue, o.staged = nil, 0
+		o.discard()
 	}
 	s.cond.Broadcast()
 	s.mu.Unlock()
@@ -379,13 +396,16 @@ func (in *ownedInput) Close() error {
 
 // ownedOutput is a public stdout or stderr reader (seed SandboxOutput).
 type ownedOutput struct {
-	s      *OwnedStreams
-	name   string
-	raw    io.Reader
-	queue  [][]byte
-	staged int64 // bytes in queue
+	s    *OwnedStreams
+	name string
+	raw  io.Reader
+	// ring holds the staged bytes: staged of them from head on, wrapping
+	// around. It is allocated with the first byte and dropped at the end.
+	ring   []byte
+	head   int
+	staged int64
 	peak   int64 // largest staged, for tests
-	ended  bool  // raw EOF is after the queue
+	ended  bool  // raw EOF is after the staged bytes
 
 	readerEOF    bool // the reader received io.EOF
 	readerClosed bool
@@ -403,16 +423,12 @@ func (o *ownedOutput) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		case s.closed:
 			return 0, s.closeErr
-		case len(o.queue) > 0:
-			n := copy(p, o.queue[0])
-			if o.queue[0] = o.queue[0][n:]; len(o.queue[0]) == 0 {
-				o.queue[0] = nil
-				o.queue = o.queue[1:]
-			}
-			o.staged -= int64(n)
+		case o.staged > 0 && len(p) > 0:
+			n := o.take(p)
 			s.cond.Broadcast()
 			return n, nil
 		case o.ended:
+			o.discard()
 			o.readerEOF = true
 			return 0, io.EOF
 		case len(p) == 0:
@@ -434,7 +450,7 @@ func (o *ownedOutput) Close() error {
 	}
 	o.readerClosed = true
 	abandoned := !o.ended && !s.closed
-	o.queue, o.staged = nil, 0
+	o.discard()
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	if abandoned {
@@ -443,20 +459,58 @@ func (o *ownedOutput) Close() error {
 	return nil
 }
 
+// take moves staged bytes into p; the caller holds s.mu.
+func (o *ownedOutput) take(p []byte) int {
+	n := 0
+	for n < len(p) && o.staged > 0 {
+		m := copy(p[n:min(len(p), n+int(o.staged))], o.ring[o.head:min(len(o.ring), o.head+int(o.staged))])
+		o.head = (o.head + m) % len(o.ring)
+		o.staged -= int64(m)
+		n += m
+	}
+	if o.staged == 0 {
+		o.head = 0
+	}
+	return n
+}
+
+// put stages as much of p as fits and returns how much; the caller holds
+// s.mu and made sure there is room.
+func (o *ownedOutput) put(p []byte, hwm int64) int {
+	if o.ring == nil {
+		o.ring = make([]byte, hwm)
+	}
+	n := 0
+	for n < len(p) && o.staged < int64(len(o.ring)) {
+		tail := (o.head + int(o.staged)) % len(o.ring)
+		end := len(o.ring)
+		if tail < o.head {
+			end = o.head
+		}
+		m := copy(o.ring[tail:end], p[n:])
+		o.staged += int64(m)
+		n += m
+	}
+	o.peak = max(o.peak, o.staged)
+	return n
+}
+
+// discard drops the staged bytes and the buffer; the caller holds s.mu.
+func (o *ownedOutput) discard() {
+	o.ring, o.head, o.staged = nil, 0, 0
+}
+
 // pump moves one raw output into its public reader.
 func (s *OwnedStreams) pump(o *ownedOutput) {
 	defer s.pumps.Done()
 	buf := make([]byte, s.limits.HighWaterMarkBytes)
 	for {
 		n, err := o.raw.Read(buf)
-		if n > 0 && !s.deliver(o, append([]byte(nil), buf[:n]...)) {
+		if n > 0 && !s.deliver(o, buf[:n]) {
 			return
 		}
 		if err == io.EOF {
-			s.mu.Lock()
-			o.ended = true
-			s.cond.Broadcast()
-			s.mu.Unlock()
+			s.end(o)
 			return
 		}
 		if err != nil {
@@ -468,37 +522,73 @@ func (s *OwnedStreams) pump(o *ownedOutput) {
 	}
 }
 
-// deliver stages chunk for o's reader, waiting while o has no room for it.
-// It reports whether pumping should continue.
+func (s *OwnedStreams) end(o *ownedOutput) {
+	s.mu.Lock()
+	o.ended = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// pumpOutput runs the raw Output with one staging writer per stream.
+func (s *OwnedStreams) pumpOutput() {
+	defer s.pumps.Done()
+	err := s.raw.Output(&outputWriter{s: s, o: s.stdout}, &outputWriter{s: s, o: s.stderr})
+	if err == nil {
+		s.end(s.stdout)
+		s.end(s.stderr)
+		return
+	}
+	if s.Err() == nil {
+		s.fail(NewOperationError(CodeStreamFailure, err, "output read failed"))
+	}
+}
+
+// outputWriter is the writer Output gets for one stream.
+type outputWriter struct {
+	s *OwnedStreams
+	o *ownedOutput
+}
+
+func (w *outputWriter) Write(p []byte) (int, error) {
+	if !w.s.deliver(w.o, p) {
+		return 0, w.s.failure()
+	}
+	return len(p), nil
+}
+
+// deliver stages a copy of chunk for o's reader, waiting while o's buffer
+// is full. It reports whether pumping should continue.
 func (s *OwnedStreams) deliver(o *ownedOutput, chunk []byte) bool {
 	n := int64(len(chunk))
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return false
 	}
 	if limit := s.limits.MaxOutputBytes; limit != nil && n > *limit-s.outBytes {
 		s.mu.Unlock()
 		s.fail(NewOperationError(CodeOutputLimit, nil, "output exceeded its combined lifetime limit of %d bytes", *limit))
+		s.mu.Lock()
 		return false
 	}
 	s.outBytes += n
-	for !s.closed && !o.readerClosed && o.staged+n > s.limits.HighWaterMarkBytes {
-		s.cond.Wait()
+	for len(chunk) > 0 {
+		for !s.closed && !o.readerClosed && o.staged >= s.limits.HighWaterMarkBytes {
+			s.cond.Wait()
+		}
+		if s.closed || o.readerClosed {
+			return false
+		}
+		room := min(int64(len(chunk)), s.limits.HighWaterMarkBytes-o.staged)
+		if room+s.stdout.staged+s.stderr.staged > s.limits.MaxBufferedOutputBytes {
+			s.mu.Unlock()
+			s.fail(NewOperationError(CodeOutputLimit, nil, "output exceeded its combined buffered limit of %d bytes", s.limits.MaxBufferedOutputBytes))
+			s.mu.Lock()
+			return false
+		}
+		m := o.put(chunk[:room], s.limits.HighWaterMarkBytes)
+		chunk = chunk[m:]
+		s.cond.Broadcast()
 	}
-	if s.closed || o.readerClosed {
-		s.mu.Unlock()
-		return false
-	}
-	if n+s.stdout.staged+s.stderr.staged > s.limits.MaxBufferedOutputBytes {
-		s.mu.Unlock()
-		s.fail(NewOperationError(CodeOutputLimit, nil, "output exceeded its combined buffered limit of %d bytes", s.limits.MaxBufferedOutputBytes))
-		return false
-	}
-	o.queue = append(o.queue, chunk)
-	o.staged += n
-	o.peak = max(o.peak, o.staged)
-	s.cond.Broadcast()
-	s.mu.Unlock()
 	return true
 }

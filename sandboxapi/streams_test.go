@@ -467,3 +467,148 @@ func TestOwnStreamsRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// outputProcess is a process whose outputs come through RawStreams.Output,
+// the way a backend demultiplexing one attachment delivers them: the test
+// plays the backend by sending writes on a channel.
+type outputProcess struct {
+	stdin  *io.PipeReader
+	writes chan outputWrite
+	end    chan error
+	raw    RawStreams
+}
+
+type outputWrite struct {
+	stderr bool
+	data   string
+	done   chan error
+}
+
+func newOutputProcess() *outputProcess {
+	inR, inW := io.Pipe()
+	p := &outputProcess{stdin: inR, writes: make(chan outputWrite), end: make(chan error, 1)}
+	p.raw = RawStreams{Stdin: inW, Wait: func(ctx context.Context) (Exit, error) { return Exit{}, ctx.Err() },
+		Output: func(stdout, stderr io.Writer) error {
+			for {
+				select {
+				case w := <-p.writes:
+					dst := stdout
+					if w.stderr {
+						dst = stderr
+					}
+					_, err := dst.Write([]byte(w.data))
+					w.done <- err
+					if err != nil {
+						return err
+					}
+				case err := <-p.end:
+					return err
+				}
+			}
+		}}
+	return p
+}
+
+func (p *outputProcess) write(stderr bool, data string) chan error {
+	done := make(chan error, 1)
+	go func() { p.writes <- outputWrite{stderr: stderr, data: data, done: done} }()
+	return done
+}
+
+func ownOutput(t *testing.T, p *outputProcess, limits StreamLimits) (*OwnedStreams, *failures) {
+	t.Helper()
+	f := &failures{}
+	s := OwnStreams(p.raw, limits, f.record)
+	t.Cleanup(func() {
+		s.Close(nil)
+		p.stdin.Close()
+		select {
+		case p.end <- nil:
+		default:
+		}
+		select {
+		case <-s.Done():
+		case <-time.After(5 * time.Second):
+			t.Error("owned streams did not settle")
+		}
+	})
+	return s, f
+}
+
+func TestOutputModeBackpressureAndEOF(t *testing.T) {
+	p := newOutputProcess()
+	s, f := ownOutput(t, p, smallLimits())
+	payload := "abcdefghijklmnopqrstuvwxyz"
+	done := p.write(false, payload)
+	// Without a reader one high-water mark is staged and the write waits.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if staged(s, s.stdout) == 4 {
+			return poll.Success()
+		}
+		return poll.Continue("staged")
+	})
+	select {
+	case <-done:
+		t.Fatal("output write completed without a reader")
+	case <-time.After(50 * time.Millisecond):
+	}
+	errDone := p.write(true, "err")
+	var got bytes.Buffer
+	buf := make([]byte, 3)
+	for got.Len() < len(payload) {
+		n, err := s.Stdout().Read(buf)
+		assert.NilError(t, err)
+		got.Write(buf[:n])
+	}
+	assert.NilError(t, <-done)
+	assert.Equal(t, got.String(), payload)
+	errOut := readAll(s.Stderr())
+	assert.NilError(t, <-errDone)
+	p.end <- nil
+	rest, err := io.ReadAll(s.Stdout())
+	assert.NilError(t, err)
+	assert.Equal(t, len(rest), 0)
+	assert.Equal(t, string(<-errOut), "err")
+	s.mu.Lock()
+	peak := s.stdout.peak
+	s.mu.Unlock()
+	assert.Assert(t, peak <= 4, "peak staged %d", peak)
+	assert.Equal(t, f.n.Load(), int32(0))
+}
+
+func TestOutputModeErrorIsStreamFailure(t *testing.T) {
+	p := newOutputProcess()
+	s, f := ownOutput(t, p, smallLimits())
+	cause := errors.New("frame header broken")
+	p.end <- cause
+	_, err := io.ReadAll(s.Stdout())
+	assert.Assert(t, errors.Is(err, ErrStreamFailure), "%v", err)
+	assert.Assert(t, errors.Is(err, cause), "%v", err)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if f.n.Load() == 1 {
+			return poll.Success()
+		}
+		return poll.Continue("no failure yet")
+	})
+}
+
+func TestOutputModeWriteAfterCloseFails(t *testing.T) {
+	p := newOutputProcess()
+	s, _ := ownOutput(t, p, smallLimits())
+	s.Close(nil)
+	err := <-p.write(false, "late")
+	assert.Assert(t, errors.Is(err, ErrStreamFailure), "%v", err)
+}
+
+func TestOutputModeRejectsReadersToo(t *testing.T) {
+	p := newOutputProcess()
+	r, w := io.Pipe()
+	defer w.Close()
+	raw := p.raw
+	raw.Stdout = r
+	s := OwnStreams(raw, smallLimits(), nil)
+	<-s.Done()
+	_, err := s.Stdout().Read(make([]byte, 1))
+	assert.ErrorContains(t, err, "either output or stdout and stderr")
+	p.stdin.Close()
+}
