@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/profiles"
@@ -97,20 +99,6 @@ func (e *AdmissionError) Unwrap() error {
 	return &sandboxapi.UnsupportedError{Message: "Engine does not match profile " + e.Profile}
 }
 
-type checker struct{ checks []Check }
-
-func (c *checker) add(name, want, got string, ok bool) {
-	c.checks = append(c.checks, Check{Name: name, Want: want, Got: got, OK: ok})
-}
-
-func (c *checker) equal(name, want, got string) {
-	c.add(name, strconv.Quote(want), strconv.Quote(got), want == got)
-}
-
-func (c *checker) flag(name string, got bool) {
-	c.add(name, "true", strconv.FormatBool(got), got)
-}
-
 // securityOptionName returns the name field of one /info SecurityOptions
 // entry: "apparmor" for both "name=apparmor" (Engine 29.1.3) and
 // "name=apparmor,profile=default" (Moby v2 builds, docs/lanes.md lane C).
@@ -158,28 +146,303 @@ func versionAtLeast(got, min [3]int) bool {
 	return true
 }
 
-// admit runs every admission check of prof against the Engine and, with
-// withImages, the workload and dataset images. It
-// returns the Admission (always, when the Engine answered) and an
-// *AdmissionError when any check failed.
-func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
-	var c checker
-	a := &Admission{Profile: prof.Name}
-	if err := checkController(prof); err != nil {
-		c.add("controller", prof.Controller.OS+"/"+prof.Controller.Architecture, runtimeTuple(), false)
-	} else {
-		c.add("controller", prof.Controller.OS+"/"+prof.Controller.Architecture, runtimeTuple(), true)
+// admissionFacts is everything one admission compares: the profile and
+// configuration on one side, the controller, /version, /info and image
+// inspects on the other. Rules read it and nothing else.
+type admissionFacts struct {
+	prof profiles.Profile
+	cfg  *Config
+	ver  client.ServerVersionResult
+	info system.Info
+	// image is the workload image inspect; nil when the image is absent.
+	image *image.InspectResponse
+	// datasets holds one inspect per cfg.Datasets entry, in order; nil
+	// entries are absent images.
+	datasets []*image.InspectResponse
+}
+
+// admissionRule is one row of the admission table: a check's name, when it
+// applies (nil: always) and how to compute want, got and ok from the facts.
+// The evidence (Admission.Checks) and the error text (AdmissionError) both
+// read the rows' results, so they cannot disagree
+// (docs/contract.md#profiles-and-admission).
+type admissionRule struct {
+	name    string
+	applies func(f *admissionFacts) bool
+	check   func(f *admissionFacts) (want, got string, ok bool)
+}
+
+// datasetRule is a row evaluated once per configured dataset; its check
+// name is "dataset <name>" plus the row's suffix.
+type datasetRule struct {
+	suffix string
+	check  func(f *admissionFacts, ds Dataset, img *image.InspectResponse) (want, got string, ok bool)
+}
+
+// equal is a rule result comparing two strings exactly, both quoted.
+func equal(want, got string) (string, string, bool) {
+	return strconv.Quote(want), strconv.Quote(got), want == got
+}
+
+// flag is a rule result requiring a capability reported true.
+func flag(got bool) (string, string, bool) {
+	return "true", strconv.FormatBool(got), got
+}
+
+func withDatasets(f *admissionFacts) bool { return len(f.cfg.Datasets) > 0 }
+
+// userns lists the SecurityOptions entries naming rootless mode or a user
+// namespace remap.
+func userns(sec []string) []string {
+	var out []string
+	for _, o := range sec {
+		if strings.Contains(strings.ToLower(o), "rootless") || strings.Contains(strings.ToLower(o), "userns") {
+			out = append(out, o)
+		}
 	}
-	ver, err := eng.cli.ServerVersion(ctx, client.ServerVersionOptions{})
-	if err != nil {
+	return out
+}
+
+// driverTypes lists the "driver-type" values of /info DriverStatus.
+func driverTypes(info system.Info) []string {
+	var out []string
+	for _, kv := range info.DriverStatus {
+		if kv[0] == "driver-type" {
+			out = append(out, kv[1])
+		}
+	}
+	return out
+}
+
+// daemonRules are the controller, /version and /info rows, in report order.
+var daemonRules = []admissionRule{
+	{name: "controller", check: func(f *admissionFacts) (string, string, bool) {
+		return f.prof.Controller.OS + "/" + f.prof.Controller.Architecture, runtimeTuple(), checkController(f.prof) == nil
+	}},
+	{name: "daemon ID", check: func(f *admissionFacts) (string, string, bool) {
+		id := f.info.ID
+		return "non-empty identity without whitespace or separators", strconv.Quote(id),
+			id != "" && len(id) <= 256 && !strings.ContainsAny(id, " \t\r\n/\\")
+	}},
+	{name: "/version Os", check: func(f *admissionFacts) (string, string, bool) { return equal("linux", f.ver.Os) }},
+	{name: "/version Arch", check: func(f *admissionFacts) (string, string, bool) {
+		return equal(f.prof.Daemon.Architecture, f.ver.Arch)
+	}},
+	{name: "/info OSType", check: func(f *admissionFacts) (string, string, bool) { return equal("linux", f.info.OSType) }},
+	{name: "/info Architecture", check: func(f *admissionFacts) (string, string, bool) {
+		want := f.prof.Daemon.InfoArchitectures
+		return "one of " + strings.Join(want, ", "), strconv.Quote(f.info.Architecture), slices.Contains(want, f.info.Architecture)
+	}},
+	{name: "API version range", check: func(f *admissionFacts) (string, string, bool) {
+		min, _ := apiVersion(f.prof.Daemon.MinAPIVersion)
+		got, gotOK := apiVersion(f.ver.APIVersion)
+		floor, floorOK := apiVersion(f.ver.MinAPIVersion)
+		return fmt.Sprintf("MinAPIVersion <= %s <= ApiVersion", f.prof.Daemon.MinAPIVersion),
+			fmt.Sprintf("%s..%s", f.ver.MinAPIVersion, f.ver.APIVersion), gotOK && floorOK && floor <= min && got >= min
+	}},
+	{name: "/info OperatingSystem", check: func(f *admissionFacts) (string, string, bool) {
+		if f.prof.Daemon.Desktop {
+			return equal(profiles.DesktopOperatingSystem, f.info.OperatingSystem)
+		}
+		return "not " + strconv.Quote(profiles.DesktopOperatingSystem), strconv.Quote(f.info.OperatingSystem),
+			f.info.OperatingSystem != profiles.DesktopOperatingSystem
+	}},
+	{name: "/info CgroupVersion", check: func(f *admissionFacts) (string, string, bool) {
+		return equal(strconv.Itoa(f.prof.Cgroup.Version), f.info.CgroupVersion)
+	}},
+	{name: "/info CgroupDriver", check: func(f *admissionFacts) (string, string, bool) {
+		return equal(f.prof.Cgroup.Driver, f.info.CgroupDriver)
+	}},
+	{name: "/info MemoryLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.MemoryLimit) }},
+	{name: "/info SwapLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.SwapLimit) }},
+	{name: "/info PidsLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.PidsLimit) }},
+	{name: "/info CpuCfsPeriod", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.CPUCfsPeriod) }},
+	{name: "/info CpuCfsQuota", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.CPUCfsQuota) }},
+	{name: "rootless/userns", check: func(f *admissionFacts) (string, string, bool) {
+		found := userns(f.info.SecurityOptions)
+		return "none in SecurityOptions", fmt.Sprintf("%q", found), len(found) == 0
+	}},
+	{name: "AppArmor", check: func(f *admissionFacts) (string, string, bool) {
+		present := slices.ContainsFunc(f.info.SecurityOptions, func(o string) bool { return securityOptionName(o) == "apparmor" })
+		got := "name=apparmor absent"
+		if present {
+			got = "name=apparmor present"
+		}
+		return f.prof.AppArmor.Daemon, got, present == (f.prof.AppArmor.Daemon == profiles.AppArmorEnabled)
+	}},
+	{name: "seccomp", check: func(f *admissionFacts) (string, string, bool) {
+		want := f.prof.Seccomp.SecurityOptions
+		ok := slices.ContainsFunc(want, func(w string) bool { return slices.Contains(f.info.SecurityOptions, w) })
+		return "one of " + strings.Join(want, " | "), fmt.Sprintf("%q", f.info.SecurityOptions), ok
+	}},
+	{name: "cgroupns", applies: func(f *admissionFacts) bool { return f.prof.Cgroup.Namespace.SecurityOption },
+		check: func(f *admissionFacts) (string, string, bool) {
+			return "name=cgroupns in SecurityOptions", fmt.Sprintf("%q", f.info.SecurityOptions), slices.Contains(f.info.SecurityOptions, "name=cgroupns")
+		}},
+	{name: "datasets: storage driver", applies: withDatasets, check: func(f *admissionFacts) (string, string, bool) {
+		return equal(f.prof.Datasets.StorageDriver, f.info.Driver)
+	}},
+	{name: "datasets: image store", applies: withDatasets, check: func(f *admissionFacts) (string, string, bool) {
+		types := driverTypes(f.info)
+		return f.prof.Datasets.DriverType, fmt.Sprintf("%q", types), len(types) == 1 && types[0] == f.prof.Datasets.DriverType
+	}},
+	{name: "datasets: Engine version", applies: withDatasets, check: func(f *admissionFacts) (string, string, bool) {
+		req := f.prof.Datasets.MinEngineVersion
+		ev, evOK := engineVersion(f.ver.Version)
+		mv, _ := engineVersion(req)
+		return ">= " + req + " (stable)", strconv.Quote(f.ver.Version), evOK && versionAtLeast(ev, mv)
+	}},
+	{name: "datasets: API version", applies: withDatasets, check: func(f *admissionFacts) (string, string, bool) {
+		got, gotOK := apiVersion(f.ver.APIVersion)
+		min, _ := apiVersion(f.prof.Datasets.MinAPIVersion)
+		return ">= " + f.prof.Datasets.MinAPIVersion, f.ver.APIVersion, gotOK && got >= min
+	}},
+}
+
+// imageRules are the workload image rows; they run only when the image
+// exists (an absent image is one failed "image" row).
+var imageRules = []admissionRule{
+	{name: "image Id", check: func(f *admissionFacts) (string, string, bool) { return equal(f.cfg.ImageID, f.image.ID) }},
+	{name: "image Os", check: func(f *admissionFacts) (string, string, bool) { return equal("linux", f.image.Os) }},
+	{name: "image Architecture", check: func(f *admissionFacts) (string, string, bool) {
+		return equal(f.prof.Image.Architecture, f.image.Architecture)
+	}},
+	{name: "image Volumes", check: func(f *admissionFacts) (string, string, bool) {
+		vols := imageVolumes(f.image)
+		return "none declared", fmt.Sprintf("%q", vols), len(vols) == 0
+	}},
+	{name: "image Env", check: func(f *admissionFacts) (string, string, bool) {
+		env := imageEnv(f.image)
+		fixed := fixedEnvironmentMap()
+		ok := !slices.ContainsFunc(env, func(kv string) bool {
+			k, v, _ := strings.Cut(kv, "=")
+			want, known := fixed[k]
+			return !known || want != v
+		})
+		return "subset of " + strings.Join(FixedEnvironment, " "), fmt.Sprintf("%q", env), ok
+	}},
+}
+
+// datasetRules are the rows of each present dataset image.
+var datasetRules = []datasetRule{
+	{check: func(_ *admissionFacts, ds Dataset, img *image.InspectResponse) (string, string, bool) {
+		return "exact Linux layers image " + ds.ImageID, fmt.Sprintf("%s %s %s", img.ID, img.Os, img.RootFS.Type),
+			img.ID == ds.ImageID && img.Os == "linux" && img.RootFS.Type == "layers"
+	}},
+}
+
+func imageVolumes(img *image.InspectResponse) []string {
+	if img.Config == nil {
+		return nil
+	}
+	var out []string
+	for v := range img.Config.Volumes {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func imageEnv(img *image.InspectResponse) []string {
+	if img.Config == nil {
+		return nil
+	}
+	return img.Config.Env
+}
+
+// evaluate runs the table over f: daemon rows, then (withImages) the
+// workload image and dataset rows, and returns every result in order.
+func (f *admissionFacts) evaluate(withImages bool) []Check {
+	var out []Check
+	run := func(rules []admissionRule) {
+		for _, r := range rules {
+			if r.applies != nil && !r.applies(f) {
+				continue
+			}
+			want, got, ok := r.check(f)
+			out = append(out, Check{Name: r.name, Want: want, Got: got, OK: ok})
+		}
+	}
+	run(daemonRules)
+	if !withImages {
+		return out
+	}
+	if f.image == nil {
+		out = append(out, Check{Name: "image", Want: "exact local image " + f.cfg.ImageID, Got: "absent"})
+	} else {
+		run(imageRules)
+	}
+	for i, ds := range f.cfg.Datasets {
+		name := "dataset " + ds.Name
+		img := f.datasets[i]
+		if img == nil {
+			out = append(out, Check{Name: name, Want: "exact local image " + ds.ImageID, Got: "absent"})
+			continue
+		}
+		for _, r := range datasetRules {
+			want, got, ok := r.check(f, ds, img)
+			out = append(out, Check{Name: name + r.suffix, Want: want, Got: got, OK: ok})
+		}
+	}
+	return out
+}
+
+// admit reads the facts admission needs from the Engine (/version, /info
+// and, with withImages, the workload and dataset image inspects), evaluates
+// the admission table over them and returns the Admission (always, when the
+// Engine answered) and an *AdmissionError when any row failed. Engine and
+// transport failures are *sandboxapi.OperationError.
+func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
+	f := &admissionFacts{prof: prof, cfg: cfg}
+	var err error
+	if f.ver, err = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{}); err != nil {
 		return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
 	}
 	infoRes, err := eng.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return nil, engineFailure(err, "read Engine /info at %s", eng.socket)
 	}
-	info := infoRes.Info
-	a.Engine = EngineFacts{
+	f.info = infoRes.Info
+	if withImages {
+		if f.image, err = inspectImage(ctx, eng, cfg.ImageID); err != nil {
+			return nil, engineFailure(err, "inspect image %s", cfg.ImageID)
+		}
+		for _, ds := range cfg.Datasets {
+			img, err := inspectImage(ctx, eng, ds.ImageID)
+			if err != nil {
+				return nil, engineFailure(err, "inspect dataset image %s", ds.ImageID)
+			}
+			f.datasets = append(f.datasets, img)
+		}
+	}
+	a := &Admission{Profile: prof.Name, Checks: f.evaluate(withImages), Engine: f.engineFacts()}
+	if f.image != nil {
+		a.Image = ImageFacts{ID: f.image.ID, Os: f.image.Os, Architecture: f.image.Architecture,
+			Env: imageEnv(f.image), Volumes: imageVolumes(f.image)}
+	}
+	if failed := a.Failed(); len(failed) > 0 {
+		return a, &AdmissionError{Profile: prof.Name, Failed: failed}
+	}
+	return a, nil
+}
+
+// inspectImage returns the inspect of id, or nil without error when the
+// Engine has no such image.
+func inspectImage(ctx context.Context, eng *engine, id string) (*image.InspectResponse, error) {
+	res, err := eng.cli.ImageInspect(ctx, id)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &res.InspectResponse, nil
+}
+
+// engineFacts is the evidence tuple of f's /version and /info.
+func (f *admissionFacts) engineFacts() EngineFacts {
+	ver, info := f.ver, f.info
+	e := EngineFacts{
 		DaemonID: info.ID, Version: ver.Version, APIVersion: ver.APIVersion, MinAPIVersion: ver.MinAPIVersion,
 		Os: ver.Os, Arch: ver.Arch, KernelVersion: info.KernelVersion, OperatingSystem: info.OperatingSystem,
 		OSType: info.OSType, Architecture: info.Architecture, CgroupVersion: info.CgroupVersion,
@@ -188,122 +451,10 @@ func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config,
 		Warnings: info.Warnings,
 	}
 	for _, comp := range ver.Components {
-		a.Engine.Components = append(a.Engine.Components, comp.Name+" "+comp.Version)
+		e.Components = append(e.Components, comp.Name+" "+comp.Version)
 		if comp.Name == "Engine" {
-			a.Engine.GitCommit = comp.Details["GitCommit"]
+			e.GitCommit = comp.Details["GitCommit"]
 		}
 	}
-	d := prof.Daemon
-	c.add("daemon ID", "non-empty identity without whitespace or separators", strconv.Quote(info.ID),
-		info.ID != "" && len(info.ID) <= 256 && !strings.ContainsAny(info.ID, " \t\r\n/\\"))
-	c.equal("/version Os", "linux", ver.Os)
-	c.equal("/version Arch", d.Architecture, ver.Arch)
-	c.equal("/info OSType", "linux", info.OSType)
-	c.add("/info Architecture", "one of "+strings.Join(d.InfoArchitectures, ", "), strconv.Quote(info.Architecture), slices.Contains(d.InfoArchitectures, info.Architecture))
-	min, _ := apiVersion(d.MinAPIVersion)
-	got, gotOK := apiVersion(ver.APIVersion)
-	floor, floorOK := apiVersion(ver.MinAPIVersion)
-	c.add("API version range", fmt.Sprintf("MinAPIVersion <= %s <= ApiVersion", d.MinAPIVersion),
-		fmt.Sprintf("%s..%s", ver.MinAPIVersion, ver.APIVersion), gotOK && floorOK && floor <= min && got >= min)
-	if d.Desktop {
-		c.equal("/info OperatingSystem", profiles.DesktopOperatingSystem, info.OperatingSystem)
-	} else {
-		c.add("/info OperatingSystem", "not "+strconv.Quote(profiles.DesktopOperatingSystem), strconv.Quote(info.OperatingSystem), info.OperatingSystem != profiles.DesktopOperatingSystem)
-	}
-	c.equal("/info CgroupVersion", strconv.Itoa(prof.Cgroup.Version), info.CgroupVersion)
-	c.equal("/info CgroupDriver", prof.Cgroup.Driver, info.CgroupDriver)
-	c.flag("/info MemoryLimit", info.MemoryLimit)
-	c.flag("/info SwapLimit", info.SwapLimit)
-	c.flag("/info PidsLimit", info.PidsLimit)
-	c.flag("/info CpuCfsPeriod", info.CPUCfsPeriod)
-	c.flag("/info CpuCfsQuota", info.CPUCfsQuota)
-	sec := info.SecurityOptions
-	var userns []string
-	for _, o := range sec {
-		if strings.Contains(strings.ToLower(o), "rootless") || strings.Contains(strings.ToLower(o), "userns") {
-			userns = append(userns, o)
-		}
-	}
-	c.add("rootless/userns", "none in SecurityOptions", fmt.Sprintf("%q", userns), len(userns) == 0)
-	hasAppArmor := slices.ContainsFunc(sec, func(o string) bool { return securityOptionName(o) == "apparmor" })
-	c.add("AppArmor", prof.AppArmor.Daemon, map[bool]string{true: "name=apparmor present", false: "name=apparmor absent"}[hasAppArmor],
-		hasAppArmor == (prof.AppArmor.Daemon == profiles.AppArmorEnabled))
-	seccompOK := false
-	for _, want := range prof.Seccomp.SecurityOptions {
-		seccompOK = seccompOK || slices.Contains(sec, want)
-	}
-	c.add("seccomp", "one of "+strings.Join(prof.Seccomp.SecurityOptions, " | "), fmt.Sprintf("%q", sec), seccompOK)
-	if prof.Cgroup.Namespace.SecurityOption {
-		c.add("cgroupns", "name=cgroupns in SecurityOptions", fmt.Sprintf("%q", sec), slices.Contains(sec, "name=cgroupns"))
-	}
-	if len(cfg.Datasets) > 0 {
-		req := prof.Datasets
-		var driverType []string
-		for _, kv := range info.DriverStatus {
-			if kv[0] == "driver-type" {
-				driverType = append(driverType, kv[1])
-			}
-		}
-		c.equal("datasets: storage driver", req.StorageDriver, info.Driver)
-		c.add("datasets: image store", req.DriverType, fmt.Sprintf("%q", driverType), len(driverType) == 1 && driverType[0] == req.DriverType)
-		ev, evOK := engineVersion(ver.Version)
-		mv, _ := engineVersion(req.MinEngineVersion)
-		c.add("datasets: Engine version", ">= "+req.MinEngineVersion+" (stable)", strconv.Quote(ver.Version), evOK && versionAtLeast(ev, mv))
-		dmin, _ := apiVersion(req.MinAPIVersion)
-		c.add("datasets: API version", ">= "+req.MinAPIVersion, ver.APIVersion, gotOK && got >= dmin)
-	}
-
-	if !withImages {
-		a.Checks = c.checks
-		if failed := a.Failed(); len(failed) > 0 {
-			return a, &AdmissionError{Profile: prof.Name, Failed: failed}
-		}
-		return a, nil
-	}
-	img, err := eng.cli.ImageInspect(ctx, cfg.ImageID)
-	switch {
-	case isNotFound(err):
-		c.add("image", "exact local image "+cfg.ImageID, "absent", false)
-	case err != nil:
-		return nil, engineFailure(err, "inspect image %s", cfg.ImageID)
-	default:
-		a.Image = ImageFacts{ID: img.ID, Os: img.Os, Architecture: img.Architecture}
-		if img.Config != nil {
-			a.Image.Env = img.Config.Env
-			for v := range img.Config.Volumes {
-				a.Image.Volumes = append(a.Image.Volumes, v)
-			}
-			slices.Sort(a.Image.Volumes)
-		}
-		c.equal("image Id", cfg.ImageID, img.ID)
-		c.equal("image Os", "linux", img.Os)
-		c.equal("image Architecture", prof.Image.Architecture, img.Architecture)
-		c.add("image Volumes", "none declared", fmt.Sprintf("%q", a.Image.Volumes), len(a.Image.Volumes) == 0)
-		fixed := fixedEnvironmentMap()
-		var extra []string
-		for _, kv := range a.Image.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			if want, ok := fixed[k]; !ok || want != v {
-				extra = append(extra, kv)
-			}
-		}
-		c.add("image Env", "subset of "+strings.Join(FixedEnvironment, " "), fmt.Sprintf("%q", a.Image.Env), len(extra) == 0)
-	}
-	for _, ds := range cfg.Datasets {
-		di, err := eng.cli.ImageInspect(ctx, ds.ImageID)
-		switch {
-		case isNotFound(err):
-			c.add("dataset "+ds.Name, "exact local image "+ds.ImageID, "absent", false)
-		case err != nil:
-			return nil, engineFailure(err, "inspect dataset image %s", ds.ImageID)
-		default:
-			c.add("dataset "+ds.Name, "exact Linux layers image "+ds.ImageID, fmt.Sprintf("%s %s %s", di.ID, di.Os, di.RootFS.Type),
-				di.ID == ds.ImageID && di.Os == "linux" && di.RootFS.Type == "layers")
-		}
-	}
-	a.Checks = c.checks
-	if failed := a.Failed(); len(failed) > 0 {
-		return a, &AdmissionError{Profile: prof.Name, Failed: failed}
-	}
-	return a, nil
+	return e
 }

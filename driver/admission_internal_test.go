@@ -1,9 +1,17 @@
 package driver
 
 import (
+	"strings"
 	"testing"
 
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/system"
+	"github.com/moby/moby/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"gotest.tools/v3/assert"
+
+	"github.com/qualbox/qualbox/profiles"
 )
 
 // Both SecurityOptions spellings of AppArmor count as present: Engine
@@ -21,5 +29,100 @@ func TestSecurityOptionName(t *testing.T) {
 		"":                              "",
 	} {
 		assert.Equal(t, securityOptionName(opt), want, opt)
+	}
+}
+
+// passingFacts are facts a linux-x64-cgroupv1 admission accepts: the shape
+// lane A reports (docs/lanes.md#lane-a), with one dataset attached so the
+// dataset rows are evaluated too.
+func passingFacts(t *testing.T) *admissionFacts {
+	t.Helper()
+	prof, err := profiles.Load("linux-x64-cgroupv1")
+	assert.NilError(t, err)
+	imageID := "sha256:" + strings.Repeat("a", 64)
+	dsID := "sha256:" + strings.Repeat("b", 64)
+	return &admissionFacts{
+		prof: prof,
+		cfg:  &Config{ImageID: imageID, Datasets: []Dataset{{Name: "corpus", ImageID: dsID}}},
+		ver: client.ServerVersionResult{Version: "29.1.4", APIVersion: "1.52", MinAPIVersion: "1.24",
+			Os: "linux", Arch: "amd64"},
+		info: system.Info{
+			ID: "ABCD:EFGH", OSType: "linux", Architecture: "x86_64", OperatingSystem: "Debian GNU/Linux 12",
+			CgroupVersion: "1", CgroupDriver: "cgroupfs", MemoryLimit: true, SwapLimit: true, PidsLimit: true,
+			CPUCfsPeriod: true, CPUCfsQuota: true, SecurityOptions: []string{"name=seccomp,profile=default"},
+			Driver: "overlayfs", DriverStatus: [][2]string{{"driver-type", "io.containerd.snapshotter.v1"}},
+		},
+		image: &image.InspectResponse{ID: imageID, Os: "linux", Architecture: "amd64",
+			Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Env: []string{"TMPDIR=/tmp"}}}},
+		datasets: []*image.InspectResponse{{ID: dsID, Os: "linux", RootFS: image.RootFS{Type: "layers"}}},
+	}
+}
+
+// Every row of the admission table can fail, and a failed row reaches both
+// the evidence (Admission.Checks) and the error text: each mutation below
+// breaks exactly the named row of otherwise passing facts.
+func TestAdmissionTableRowsFail(t *testing.T) {
+	f := passingFacts(t)
+	for _, c := range f.evaluate(true) {
+		assert.Check(t, c.OK, "passing facts fail %s: want %s, got %s", c.Name, c.Want, c.Got)
+	}
+	mutations := map[string]func(f *admissionFacts){
+		"controller":            func(f *admissionFacts) { f.prof.Controller.Architecture = "arm64" },
+		"daemon ID":             func(f *admissionFacts) { f.info.ID = "a/b" },
+		"/version Os":           func(f *admissionFacts) { f.ver.Os = "windows" },
+		"/version Arch":         func(f *admissionFacts) { f.ver.Arch = "arm64" },
+		"/info OSType":          func(f *admissionFacts) { f.info.OSType = "windows" },
+		"/info Architecture":    func(f *admissionFacts) { f.info.Architecture = "aarch64" },
+		"API version range":     func(f *admissionFacts) { f.ver.MinAPIVersion = "1.44" },
+		"/info OperatingSystem": func(f *admissionFacts) { f.info.OperatingSystem = profiles.DesktopOperatingSystem },
+		"/info CgroupVersion":   func(f *admissionFacts) { f.info.CgroupVersion = "2" },
+		"/info CgroupDriver":    func(f *admissionFacts) { f.info.CgroupDriver = "systemd" },
+		"/info MemoryLimit":     func(f *admissionFacts) { f.info.MemoryLimit = false },
+		"/info SwapLimit":       func(f *admissionFacts) { f.info.SwapLimit = false },
+		"/info PidsLimit":       func(f *admissionFacts) { f.info.PidsLimit = false },
+		"/info CpuCfsPeriod":    func(f *admissionFacts) { f.info.CPUCfsPeriod = false },
+		"/info CpuCfsQuota":     func(f *admissionFacts) { f.info.CPUCfsQuota = false },
+		"rootless/userns": func(f *admissionFacts) {
+			f.info.SecurityOptions = append(f.info.SecurityOptions, "name=rootless")
+		},
+		"AppArmor": func(f *admissionFacts) {
+			f.info.SecurityOptions = append(f.info.SecurityOptions, "name=apparmor")
+		},
+		"seccomp": func(f *admissionFacts) { f.info.SecurityOptions = nil },
+		"cgroupns": func(f *admissionFacts) {
+			f.prof.Cgroup.Namespace.SecurityOption = true
+		},
+		"datasets: storage driver": func(f *admissionFacts) { f.info.Driver = "overlay2" },
+		"datasets: image store":    func(f *admissionFacts) { f.info.DriverStatus = nil },
+		"datasets: Engine version": func(f *admissionFacts) { f.ver.Version = "29.1.4-rc.1" },
+		"datasets: API version":    func(f *admissionFacts) { f.ver.APIVersion = "1.47" },
+		"image Id":                 func(f *admissionFacts) { f.image.ID = "sha256:" + strings.Repeat("c", 64) },
+		"image Os":                 func(f *admissionFacts) { f.image.Os = "windows" },
+		"image Architecture":       func(f *admissionFacts) { f.image.Architecture = "arm64" },
+		"image Volumes":            func(f *admissionFacts) { f.image.Config.Volumes = map[string]struct{}{"/data": {}} },
+		"image Env":                func(f *admissionFacts) { f.image.Config.Env = []string{"LD_PRELOAD=/x.so"} },
+		"image":                    func(f *admissionFacts) { f.image = nil },
+		"dataset corpus":           func(f *admissionFacts) { f.datasets[0].RootFS.Type = "unknown" },
+	}
+	names := map[string]bool{"image": true, "dataset corpus": true}
+	for _, r := range append(append([]admissionRule(nil), daemonRules...), imageRules...) {
+		names[r.name] = true
+	}
+	for name := range names {
+		_, ok := mutations[name]
+		assert.Check(t, ok, "row %q has no mutation that shows it failing", name)
+	}
+	for name, mutate := range mutations {
+		t.Run(name, func(t *testing.T) {
+			f := passingFacts(t)
+			mutate(f)
+			var failed []string
+			for _, c := range f.evaluate(true) {
+				if !c.OK {
+					failed = append(failed, c.Name)
+				}
+			}
+			assert.DeepEqual(t, failed, []string{name})
+		})
 	}
 }
