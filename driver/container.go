@@ -133,8 +133,8 @@ func containerMounts(datasets []Dataset, role sandboxapi.Role, storage string) [
 	}
 	for _, d := range datasets {
 		m := mount.Mount{Type: mount.TypeImage, Source: d.ImageID, Target: "/datasets/" + d.Name, ReadOnly: true}
-		if d.Subpath != "" {
-			m.ImageOptions = &mount.ImageOptions{Subpath: d.Subpath}
+		if d.Subpath != nil {
+			m.ImageOptions = &mount.ImageOptions{Subpath: *d.Subpath}
 		}
 		mounts = append(mounts, m)
 	}

@@ -47,7 +47,8 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 			c.Datasets = []driver.Dataset{d, d}
 		}},
 		{"Datasets[0].Subpath", func(c *driver.Config) {
-			c.Datasets = []driver.Dataset{{Name: "ref", ImageID: good.ImageID, Subpath: "../etc"}}
+			etc := "../etc"
+			c.Datasets = []driver.Dataset{{Name: "ref", ImageID: good.ImageID, Subpath: &etc}}
 		}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
