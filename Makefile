@@ -9,7 +9,7 @@ MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 KEYS    ?= /var/lib/qualbox/keys
 TRUSTED_KEY ?= reports/keys/qualbox-ed25519.pub
 
-.PHONY: test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
+.PHONY: cross test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
 
 engine:
 	@scripts/engine.sh up
@@ -48,6 +48,11 @@ bench: engine
 ## bench-transfer: workspace import/export of 256 MiB in 10,000 files against `docker cp`, and peak RSS exporting 200,000 vs 10,000 files.
 bench-transfer: engine
 	$(GO) test -run '^$$' -bench 'BenchmarkImport$$|BenchmarkExport$$|BenchmarkExportPeakRSS$$' -benchtime 1x -timeout 30m ./driver/
+
+## cross: cmd/qualify and cmd/observe build for darwin/arm64, the Apple Silicon controller of the Mac handoff (README.md).
+cross:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/qualify
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/observe
 
 ## lint: formatting, vet and staticcheck across the workspace.
 lint:

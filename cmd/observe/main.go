@@ -83,6 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "observe: exactly one of --pid or --container is required; --signing-key needs --out")
 		return exitUsage
 	}
+	if err := observer.Supported(*root); err != nil {
+		fmt.Fprintf(stderr, "observe: %v\n", err)
+		return exitUsage
+	}
 	var key ed25519.PrivateKey
 	if *signingKey != "" {
 		var err error

@@ -7,7 +7,7 @@
 //	qualify verify --key PUB [--json] DIR...
 //	qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
-//	qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--remove ID]
+//	qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--arch amd64|arm64] [--busybox FILE] [--remove ID]
 //
 // run executes the manifest's scenarios and writes evidence.json,
 // summary.md, junit.xml and one directory per scenario into a fresh output
@@ -116,7 +116,7 @@ func usage(w io.Writer) {
   qualify verify --key PUB [--json] DIR...
   qualify merge --key PUB [--key PUB...] [--require a,b] [--manifest FILE...] [--markdown|--json] DIR...
   qualify keygen --out DIR
-  qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--remove ID]
+  qualify image [--endpoint unix:///var/run/docker.sock] [--probe BINARY] [--arch amd64|arm64] [--busybox FILE] [--remove ID]
 `)
 }
 
@@ -233,6 +233,8 @@ func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	endpoint := fs.String("endpoint", defaultEndpoint, "Engine `socket`")
 	remove := fs.String("remove", "", "remove exactly the image `ID` (sha256:<64 hex>) instead of building")
 	probe := fs.String("probe", "", "prebuilt static guest probe `binary` (default: compile it from this source tree)")
+	arch := fs.String("arch", "amd64", "guest image `architecture`, amd64 or arm64 (arm64 for the native Apple Silicon Desktop profile)")
+	busybox := fs.String("busybox", guest.DefaultBusybox, "static Linux busybox `binary` of --arch (Debian's busybox-static)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
@@ -250,7 +252,7 @@ func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "removed %s\n", *remove)
 		return exitOK
 	}
-	img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: *probe})
+	img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: *probe, Architecture: *arch, Busybox: *busybox})
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitFailed
