@@ -357,6 +357,12 @@ func verifyMounts(d *differ, c container.InspectResponse, want []mount.Mount) {
 		d.check(e+".RW", !w.ReadOnly, eff.RW)
 		if w.Type == mount.TypeImage {
 			d.check(e+".Propagation", mount.PropagationRPrivate, eff.Propagation)
+			// The Engine mounts the image's own snapshot: a host path, never
+			// a volume driver (docs/contract.md#datasets).
+			if !strings.HasPrefix(eff.Source, "/") {
+				d.lines = append(d.lines, fmt.Sprintf("%s.Source: want the image snapshot's absolute host path, got %q", e, eff.Source))
+			}
+			d.checkEmpty(e+".Driver", eff.Driver)
 		}
 	}
 }
