@@ -34,7 +34,7 @@ func engineClient(t *testing.T) *client.Client {
 
 func TestBuildForeignArchitectureAndRemoveByID(t *testing.T) {
 	cli := engineClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	for _, arch := range []string{"arm64", "amd64"} {
 		t.Run(arch, func(t *testing.T) {
