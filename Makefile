@@ -9,7 +9,7 @@ MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 KEYS    ?= /var/lib/qualbox/keys
 TRUSTED_KEY ?= reports/keys/qualbox-ed25519.pub
 
-.PHONY: fuzz test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
+.PHONY: cross fuzz test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
 
 engine:
 	@scripts/engine.sh up
@@ -60,6 +60,11 @@ FUZZ     ?= .
 FUZZKEEP ?= 1
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ='$(FUZZ)' FUZZKEEP=$(FUZZKEEP) scripts/fuzz.sh
+
+## cross: cmd/qualify and cmd/observe build for darwin/arm64, the Apple Silicon controller of the Mac handoff (README.md).
+cross:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/qualify
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/observe
 
 ## lint: formatting, vet and staticcheck across the workspace.
 lint:

@@ -67,10 +67,14 @@ type ImageFacts struct {
 // Admission is the outcome of admitting a profile against a real Engine
 // (seed policy/preflight.js): every check made, and the facts behind them.
 type Admission struct {
-	Profile string      `json:"profile"`
-	Checks  []Check     `json:"checks"`
-	Engine  EngineFacts `json:"engine"`
-	Image   ImageFacts  `json:"image"`
+	Profile string `json:"profile"`
+	// Controller is the controller platform admission checked, "linux/amd64";
+	// a platform played for a synthetic Engine (Backend.AdmitAs) reads
+	// "darwin/arm64 (played by linux/amd64 for a synthetic Engine)".
+	Controller string      `json:"controller"`
+	Checks     []Check     `json:"checks"`
+	Engine     EngineFacts `json:"engine"`
+	Image      ImageFacts  `json:"image"`
 }
 
 // Failed returns the checks that did not pass.
@@ -155,10 +159,13 @@ func versionAtLeast(got, min [3]int) bool {
 // configuration on one side, the controller, /version, /info and image
 // inspects on the other. Rules read it and nothing else.
 type admissionFacts struct {
-	prof profiles.Profile
-	cfg  *Config
-	ver  client.ServerVersionResult
-	info system.Info
+	// controller is the platform admission checks the profile against:
+	// this process's, or the one a synthetic-Engine test plays (AdmitAs).
+	controller controllerPlatform
+	prof       profiles.Profile
+	cfg        *Config
+	ver        client.ServerVersionResult
+	info       system.Info
 	// image is the workload image inspect; nil when the image is absent.
 	image *image.InspectResponse
 	// datasets holds one inspect per cfg.Datasets entry, in order; nil
@@ -221,9 +228,7 @@ func driverTypes(info system.Info) []string {
 
 // daemonRules are the controller, /version and /info rows, in report order.
 var daemonRules = []admissionRule{
-	{name: "controller", check: func(f *admissionFacts) (string, string, bool) {
-		return f.prof.Controller.OS + "/" + f.prof.Controller.Architecture, runtimeTuple(), checkController(f.prof) == nil
-	}},
+	{name: "controller", check: controllerCheck},
 	{name: "daemon ID", check: func(f *admissionFacts) (string, string, bool) {
 		id := f.info.ID
 		// Any Unicode white space, not only ASCII: the ID is recorded and
@@ -293,11 +298,8 @@ var daemonRules = []admissionRule{
 		types := driverTypes(f.info)
 		return f.prof.Datasets.DriverType, fmt.Sprintf("%q", types), len(types) == 1 && types[0] == f.prof.Datasets.DriverType
 	}},
-	{name: "datasets: Engine version", applies: withDatasets, check: func(f *admissionFacts) (string, string, bool) {
-		req := f.prof.Datasets.MinEngineVersion
-		ev, evOK := engineVersion(f.ver.Version)
-		mv, _ := engineVersion(req)
-		return ">= " + req + " (stable)", strconv.Quote(f.ver.Version), evOK && versionAtLeast(ev, mv)
+	{name: "datasets: Engine identity", applies: withDatasets, check: func(f *admissionFacts) (string, string, bool) {
+		return datasetEngineIdentity(f.prof, f.ver)
 	}},
 	{name: "datasets: API version", applies: withDatasets, check: func(f *admissionFacts) (string, string, bool) {
 		got, gotOK := apiVersion(f.ver.APIVersion)
@@ -399,8 +401,16 @@ func (f *admissionFacts) evaluate(withImages bool) []Check {
 // the admission table over them and returns the Admission (always, when the
 // Engine answered) and an *AdmissionError when any row failed. Engine and
 // transport failures are *sandboxapi.OperationError.
-func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
-	f := &admissionFacts{prof: prof, cfg: cfg}
+//
+// The controller row runs first and alone: a profile for another controller
+// platform is rejected before any Engine request
+// (docs/contract.md#profiles-and-admission).
+func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
+	f := &admissionFacts{controller: controller, prof: prof, cfg: cfg}
+	if want, got, ok := controllerCheck(f); !ok {
+		a := &Admission{Profile: prof.Name, Controller: controller.String(), Checks: []Check{{Name: "controller", Want: want, Got: got}}}
+		return a, &AdmissionError{Profile: prof.Name, Failed: a.Checks}
+	}
 	var err error
 	f.ver, err = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{})
 	unserved := err != nil && cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "client version")
@@ -441,7 +451,7 @@ func admit(ctx context.Context, eng *engine, prof profiles.Profile, cfg *Config,
 			f.datasets = append(f.datasets, img)
 		}
 	}
-	a := &Admission{Profile: prof.Name, Checks: f.evaluate(withImages), Engine: f.engineFacts()}
+	a := &Admission{Profile: prof.Name, Controller: controller.String(), Checks: f.evaluate(withImages), Engine: f.engineFacts()}
 	a.Engine.ClientAPIVersion = eng.cli.ClientVersion()
 	if f.image != nil {
 		a.Image = ImageFacts{ID: f.image.ID, Os: f.image.Os, Architecture: f.image.Architecture,

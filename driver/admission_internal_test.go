@@ -45,8 +45,9 @@ func passingFacts(t *testing.T) *admissionFacts {
 	imageID := "sha256:" + strings.Repeat("a", 64)
 	dsID := "sha256:" + strings.Repeat("b", 64)
 	return &admissionFacts{
-		prof: prof,
-		cfg:  &Config{ImageID: imageID, Datasets: []Dataset{{Name: "corpus", ImageID: dsID}}},
+		controller: controllerPlatform{Platform: profiles.Platform{OS: "linux", Architecture: "amd64"}},
+		prof:       prof,
+		cfg:        &Config{ImageID: imageID, Datasets: []Dataset{{Name: "corpus", ImageID: dsID}}},
 		ver: client.ServerVersionResult{Version: "29.1.4", APIVersion: "1.52", MinAPIVersion: "1.24",
 			Os: "linux", Arch: "amd64"},
 		info: system.Info{
@@ -95,17 +96,17 @@ func TestAdmissionTableRowsFail(t *testing.T) {
 		"cgroupns": func(f *admissionFacts) {
 			f.prof.Cgroup.Namespace.SecurityOption = true
 		},
-		"datasets: storage driver": func(f *admissionFacts) { f.info.Driver = "overlay2" },
-		"datasets: image store":    func(f *admissionFacts) { f.info.DriverStatus = nil },
-		"datasets: Engine version": func(f *admissionFacts) { f.ver.Version = "29.1.4-rc.1" },
-		"datasets: API version":    func(f *admissionFacts) { f.ver.APIVersion = "1.47" },
-		"image Id":                 func(f *admissionFacts) { f.image.ID = "sha256:" + strings.Repeat("c", 64) },
-		"image Os":                 func(f *admissionFacts) { f.image.Os = "windows" },
-		"image Architecture":       func(f *admissionFacts) { f.image.Architecture = "arm64" },
-		"image Volumes":            func(f *admissionFacts) { f.image.Config.Volumes = map[string]struct{}{"/data": {}} },
-		"image Env":                func(f *admissionFacts) { f.image.Config.Env = []string{"LD_PRELOAD=/x.so"} },
-		"image":                    func(f *admissionFacts) { f.image = nil },
-		"dataset corpus":           func(f *admissionFacts) { f.datasets[0].RootFS.Type = "unknown" },
+		"datasets: storage driver":  func(f *admissionFacts) { f.info.Driver = "overlay2" },
+		"datasets: image store":     func(f *admissionFacts) { f.info.DriverStatus = nil },
+		"datasets: Engine identity": func(f *admissionFacts) { f.ver.Version = "29.1.4-rc.1" },
+		"datasets: API version":     func(f *admissionFacts) { f.ver.APIVersion = "1.47" },
+		"image Id":                  func(f *admissionFacts) { f.image.ID = "sha256:" + strings.Repeat("c", 64) },
+		"image Os":                  func(f *admissionFacts) { f.image.Os = "windows" },
+		"image Architecture":        func(f *admissionFacts) { f.image.Architecture = "arm64" },
+		"image Volumes":             func(f *admissionFacts) { f.image.Config.Volumes = map[string]struct{}{"/data": {}} },
+		"image Env":                 func(f *admissionFacts) { f.image.Config.Env = []string{"LD_PRELOAD=/x.so"} },
+		"image":                     func(f *admissionFacts) { f.image = nil },
+		"dataset corpus":            func(f *admissionFacts) { f.datasets[0].RootFS.Type = "unknown" },
 	}
 	names := map[string]bool{"image": true, "dataset corpus": true}
 	for _, r := range append(append([]admissionRule(nil), daemonRules...), imageRules...) {

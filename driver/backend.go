@@ -19,6 +19,9 @@ type Backend struct {
 	profile profiles.Profile
 	ns      sandboxapi.Namespace
 	socket  string
+	// controller is this process's platform; internal tests play another
+	// one (darwin/arm64) against a synthetic Engine.
+	controller controllerPlatform
 
 	mu     sync.Mutex
 	eng    *engine
@@ -37,7 +40,7 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, profile: prof, ns: ns, socket: socket}, nil
+	return &Backend{cfg: cfg, profile: prof, ns: ns, socket: socket, controller: hostController()}, nil
 }
 
 // Profile returns the backend's profile.
@@ -70,7 +73,19 @@ func (b *Backend) Close() error {
 	return err
 }
 
+// engine returns the Engine connection. It is the one way to the Engine,
+// so its controller check makes every entry point (start, admission,
+// reconcile, cleanup) reject a profile for another controller platform
+// before any Engine request (docs/contract.md#profiles-and-admission).
 func (b *Backend) engine() (*engine, error) {
+	if err := checkController(b.profile, b.controller); err != nil {
+		return nil, err
+	}
+	return b.connect()
+}
+
+// connect opens (once) the connection to the configured socket.
+func (b *Backend) connect() (*engine, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -88,20 +103,40 @@ func (b *Backend) engine() (*engine, error) {
 
 // Admit runs the profile's admission against the Engine and image without
 // any resource effect, returning every check and the Engine facts. A
-// rejected admission returns the Admission and an *AdmissionError.
+// rejected admission returns the Admission and an *AdmissionError. A
+// profile for another controller platform is rejected with only its
+// controller check, before any Engine request.
 func (b *Backend) Admit(ctx context.Context) (*Admission, error) {
-	eng, err := b.engine()
+	return b.admitAs(ctx, b.controller)
+}
+
+// AdmitAs is Admit as if this process ran on controller, for admission
+// tests of Desktop profiles against a synthetic Engine
+// (docs/lanes.md#desktop-synthetic) on a Linux host. The Admission records
+// the platform as played ("darwin/arm64 (played by linux/amd64 for a
+// synthetic Engine)"). Only admission is played: Start, Reconcile and
+// cleanup of this Backend keep checking the real platform.
+func (b *Backend) AdmitAs(ctx context.Context, controller profiles.Platform) (*Admission, error) {
+	c := controllerPlatform{Platform: controller, played: controller != b.controller.Platform}
+	return b.admitAs(ctx, c)
+}
+
+func (b *Backend) admitAs(ctx context.Context, c controllerPlatform) (*Admission, error) {
+	if !c.matches(b.profile) {
+		return admit(ctx, nil, c, b.profile, &b.cfg, true)
+	}
+	eng, err := b.connect()
 	if err != nil {
 		return nil, err
 	}
-	return admit(ctx, eng, b.profile, &b.cfg, true)
+	return admit(ctx, eng, c, b.profile, &b.cfg, true)
 }
 
 // admitDaemon repeats the daemon part of admission (controller, /version,
 // /info) and returns the daemon ID. Cleanup runs it before acting: images
 // may be gone by then, and cleanup does not need them.
 func (b *Backend) admitDaemon(ctx context.Context, eng *engine) (string, error) {
-	adm, err := admit(ctx, eng, b.profile, &b.cfg, false)
+	adm, err := admit(ctx, eng, b.controller, b.profile, &b.cfg, false)
 	if err != nil {
 		return "", err
 	}

@@ -15,8 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"strings"
 
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/sandboxapi"
@@ -39,8 +37,10 @@ type Dataset struct {
 	Name string `json:"name"`
 	// ImageID is the exact local image ID, "sha256:<64 hex>".
 	ImageID string `json:"imageDigest"`
-	// Subpath is an optional canonical relative path inside the image.
-	Subpath string `json:"subpath,omitempty"`
+	// Subpath is an optional canonical relative directory inside the image
+	// mounted instead of the image root; nil mounts the root. A non-nil
+	// empty subpath is an error, not "absent" (docs/contract.md#datasets).
+	Subpath *string `json:"subpath,omitempty"`
 }
 
 // MaxDatasets bounds dataset attachments (seed MAX_DATASET_ATTACHMENTS).
@@ -131,24 +131,16 @@ func (c *Config) validate() (profiles.Profile, sandboxapi.Namespace, string, err
 		if !imageIDPattern.MatchString(d.ImageID) {
 			bad.add(fmt.Sprintf("%q must be an exact image ID", d.ImageID), field, "ImageID")
 		}
-		if d.Subpath != "" && (len(d.Subpath) > 1024 || strings.HasPrefix(d.Subpath, "/") || filepath.Clean(d.Subpath) != d.Subpath || d.Subpath == "." || strings.HasPrefix(d.Subpath, "..") || strings.ContainsRune(d.Subpath, 0)) {
-			bad.add(fmt.Sprintf("%q must be a canonical relative path", d.Subpath), field, "Subpath")
+		if d.Subpath != nil {
+			if err := parseSubpath(*d.Subpath); err != nil {
+				bad.add(err.Error(), field, "Subpath")
+			}
 		}
 	}
 	if err := bad.err(); err != nil {
 		return profiles.Profile{}, "", "", err
 	}
 	return prof, ns, socket, nil
-}
-
-// checkController rejects a controller whose OS/architecture differs from
-// the profile's (seed assertDockerController).
-func checkController(prof profiles.Profile) error {
-	if runtime.GOOS != prof.Controller.OS || runtime.GOARCH != prof.Controller.Architecture {
-		return &sandboxapi.UnsupportedError{Message: fmt.Sprintf("profile %s requires a %s/%s controller, this one is %s/%s",
-			prof.Name, prof.Controller.OS, prof.Controller.Architecture, runtime.GOOS, runtime.GOARCH)}
-	}
-	return nil
 }
 
 // checkSpillDirectory verifies the caller-owned spill directory at startup:

@@ -184,3 +184,43 @@ func TestMountReadbackIsStrict(t *testing.T) {
 		assert.Check(t, found, "%s missing from %v", field, rb.Differences)
 	}
 }
+
+// Dataset mounts are read back requested and effective: compute gets one
+// read-only image mount per dataset with its subpath, the accessor none,
+// and each difference is named (docs/contract.md#datasets).
+func TestVerifyDatasetMounts(t *testing.T) {
+	b := testBackend(t)
+	alias := "alias"
+	ds := "sha256:" + strings.Repeat("d", 64)
+	b.cfg.Datasets = []Dataset{{Name: "ref", ImageID: ds}, {Name: "aliased", ImageID: ds, Subpath: &alias}}
+	policy := testPolicy()
+	record := newRecoveryRecord(&b.cfg, b.ns, b.profile.BackendRevision, policy)
+	spec := b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", "")
+	assert.Equal(t, len(spec.host.Mounts), 3)
+	assert.DeepEqual(t, spec.host.Mounts[2].ImageOptions, &mount.ImageOptions{Subpath: "alias"})
+	assert.Equal(t, len(b.workloadSpec(record, policy, sandboxapi.RoleExport, "vol", "").host.Mounts), 1, "the accessor mounts no dataset")
+	assert.NilError(t, b.verifyContainer(readback(b, spec, "x", true), record, policy, sandboxapi.RoleCompute, "vol", "", true))
+
+	for field, mutate := range map[string]func(c *container.InspectResponse){
+		"Mounts[/datasets/ref].RW":                                  func(c *container.InspectResponse) { c.Mounts[1].RW = true },
+		"Mounts[/datasets/ref].Name":                                func(c *container.InspectResponse) { c.Mounts[1].Name = "sha256:" + strings.Repeat("f", 64) },
+		"Mounts[/datasets/ref].Propagation":                         func(c *container.InspectResponse) { c.Mounts[1].Propagation = mount.PropagationRShared },
+		"Mounts[/datasets/ref].Source":                              func(c *container.InspectResponse) { c.Mounts[1].Source = "" },
+		"Mounts[/datasets/ref].Driver":                              func(c *container.InspectResponse) { c.Mounts[1].Driver = "local" },
+		"HostConfig.Mounts[/datasets/aliased].ImageOptions.Subpath": func(c *container.InspectResponse) { c.HostConfig.Mounts[2].ImageOptions = nil },
+		"HostConfig.Mounts[/datasets/aliased].ReadOnly":             func(c *container.InspectResponse) { c.HostConfig.Mounts[2].ReadOnly = false },
+		"Mounts:": func(c *container.InspectResponse) { c.Mounts = c.Mounts[:2] },
+	} {
+		c := readback(b, b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", ""), "x", true)
+		c.HostConfig.Mounts = append([]mount.Mount(nil), c.HostConfig.Mounts...)
+		mutate(&c)
+		err := b.verifyContainer(c, record, policy, sandboxapi.RoleCompute, "vol", "", true)
+		var rb *ReadbackError
+		assert.Assert(t, errors.As(err, &rb), "%s: got %v", field, err)
+		found := false
+		for _, line := range rb.Differences {
+			found = found || strings.HasPrefix(line, field)
+		}
+		assert.Check(t, found, "%s missing from %v", field, rb.Differences)
+	}
+}

@@ -47,7 +47,8 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 			c.Datasets = []driver.Dataset{d, d}
 		}},
 		{"Datasets[0].Subpath", func(c *driver.Config) {
-			c.Datasets = []driver.Dataset{{Name: "ref", ImageID: good.ImageID, Subpath: "../etc"}}
+			etc := "../etc"
+			c.Datasets = []driver.Dataset{{Name: "ref", ImageID: good.ImageID, Subpath: &etc}}
 		}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
@@ -65,10 +66,11 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 // Every configuration problem is reported at once, each under its field
 // path, as policy parsing does (docs/contract.md#errors).
 func TestNewReportsEveryConfigProblem(t *testing.T) {
+	abs := "/abs"
 	_, err := driver.New(driver.Config{
 		Profile: "linux-x64-cgroupv1", Endpoint: "tcp://127.0.0.1:2375", Namespace: "ns", SpillDirectory: "spill",
 		ImageID: "busybox", User: driver.User{UID: 0, GID: 1},
-		Datasets: []driver.Dataset{{Name: "A", ImageID: "x", Subpath: "/abs"}},
+		Datasets: []driver.Dataset{{Name: "A", ImageID: "x", Subpath: &abs}},
 	})
 	var ve *sandboxapi.ValidationError
 	assert.Assert(t, errors.As(err, &ve), "got %v", err)

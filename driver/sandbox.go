@@ -221,7 +221,7 @@ func (s *sandbox) cleanupContext(parent context.Context) (context.Context, conte
 
 func (s *sandbox) acquire(ctx context.Context) error {
 	b := s.b
-	if err := checkController(b.profile); err != nil {
+	if err := checkController(b.profile, b.controller); err != nil {
 		return err
 	}
 	if err := checkSpillDirectory(b.cfg.SpillDirectory); err != nil {
@@ -231,7 +231,7 @@ func (s *sandbox) acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	adm, err := admit(ctx, eng, b.profile, &b.cfg, true)
+	adm, err := admit(ctx, eng, b.controller, b.profile, &b.cfg, true)
 	if err != nil {
 		return err
 	}
@@ -277,8 +277,12 @@ func (s *sandbox) acquire(ctx context.Context) error {
 				Name: res.Name, Config: spec.config, HostConfig: spec.host,
 				NetworkingConfig: &network.NetworkingConfig{}, Platform: platform,
 			})
-			if err == nil && len(out.Warnings) > 0 {
-				return out.ID, &sandboxapi.UnsupportedError{Message: fmt.Sprintf("Engine warned on %s container create: %q", role, out.Warnings)}
+			mounts := 0
+			if role == sandboxapi.RoleCompute {
+				mounts = len(b.cfg.Datasets)
+			}
+			if err == nil && !acceptableCreateWarnings(out.Warnings, mounts) {
+				return out.ID, &CreateWarningError{Role: role, Datasets: mounts, Warnings: out.Warnings}
 			}
 			return out.ID, err
 		})

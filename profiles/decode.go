@@ -64,10 +64,16 @@ type seccompDoc struct {
 }
 
 type datasetsDoc struct {
-	MinEngineVersion *string `yaml:"minEngineVersion"`
-	MinAPIVersion    *string `yaml:"minAPIVersion"`
-	StorageDriver    *string `yaml:"storageDriver"`
-	DriverType       *string `yaml:"driverType"`
+	MinEngineVersion *string          `yaml:"minEngineVersion"`
+	MinAPIVersion    *string          `yaml:"minAPIVersion"`
+	StorageDriver    *string          `yaml:"storageDriver"`
+	DriverType       *string          `yaml:"driverType"`
+	ModuleBuilds     []moduleBuildDoc `yaml:"moduleBuilds"`
+}
+
+type moduleBuildDoc struct {
+	Module  *string `yaml:"module"`
+	Version *string `yaml:"version"`
 }
 
 type qualificationDoc struct {
@@ -353,6 +359,13 @@ func (d *document) profile(is *issues) Profile {
 			MinAPIVersion:    need(is, "datasets.minAPIVersion", ds.MinAPIVersion),
 			StorageDriver:    need(is, "datasets.storageDriver", ds.StorageDriver),
 			DriverType:       need(is, "datasets.driverType", ds.DriverType),
+		}
+		for i, mb := range ds.ModuleBuilds {
+			field := fmt.Sprintf("datasets.moduleBuilds[%d]", i)
+			p.Datasets.ModuleBuilds = append(p.Datasets.ModuleBuilds, ModuleBuild{
+				Module:  need(is, field+".module", mb.Module),
+				Version: need(is, field+".version", mb.Version),
+			})
 		}
 	}
 	if q := section(is, "qualification", d.Qualification); q != nil {

@@ -158,6 +158,25 @@ type DatasetRequirements struct {
 	// /info DriverStatus (`driverType`), for example
 	// "io.containerd.snapshotter.v1".
 	DriverType string
+	// ModuleBuilds pins Engines built from the Moby Go module that the
+	// profile admits for datasets besides stable releases
+	// (`moduleBuilds`, optional, default none). Such a build reports the
+	// module and its version in /version's Engine component details
+	// ("Module", "ModuleVersion"); its Version is the module version
+	// without "v" when stamped. A pinned build is admitted by exact match
+	// only, never by ordering: a pre-release such as "v2.0.0-beta.24" is
+	// not comparable with a stable Engine release, so it is never read as
+	// one (docs/contract.md#profiles-and-admission).
+	ModuleBuilds []ModuleBuild
+}
+
+// ModuleBuild is one exact Moby Go module build.
+type ModuleBuild struct {
+	// Module is the module path (`module`), "github.com/moby/moby/v2".
+	Module string
+	// Version is the exact module version (`version`), for example
+	// "v2.0.0-beta.24".
+	Version string
 }
 
 // Qualification is a profile's qualification state in qualbox.

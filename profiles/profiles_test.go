@@ -70,9 +70,11 @@ func TestSeedProfiles(t *testing.T) {
 		p.Image = Image{Architecture: image}
 		p.Cgroup.Driver = "cgroupfs"
 		p.AppArmor = AppArmor{Daemon: AppArmorAbsent}
+		p.Datasets.ModuleBuilds = nil
 		return p
 	}
 	ignoreNote := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Qualification" }, cmp.Ignore())
+	linux.Datasets.ModuleBuilds = []ModuleBuild{{Module: "github.com/moby/moby/v2", Version: "v2.0.0-beta.24"}}
 	for _, want := range []Profile{
 		linux,
 		desktop("desktop-apple-virtualization-native-arm64", "arm64"),
@@ -194,6 +196,21 @@ func TestParseMalformed(t *testing.T) {
 			name: "apparmor profile without apparmor",
 			old:  `workloadProfile: ""`, new: `workloadProfile: docker-default`,
 			issues: []Issue{{Field: "appArmor.workloadProfile", Problem: `"docker-default", want "" when the daemon has no AppArmor`}},
+		},
+		{
+			name: "module build with build metadata",
+			old:  "driverType: io.containerd.snapshotter.v1}", new: "driverType: io.containerd.snapshotter.v1, moduleBuilds: [{module: github.com/moby/moby/v2, version: v2.0.0+unknown}]}",
+			issues: []Issue{{Field: "datasets.moduleBuilds[0].version", Problem: `"v2.0.0+unknown" is not an exact Go module version v<major>.<minor>.<patch>[-<pre-release>]`}},
+		},
+		{
+			name: "module build without module",
+			old:  "driverType: io.containerd.snapshotter.v1}", new: "driverType: io.containerd.snapshotter.v1, moduleBuilds: [{version: v2.0.0-beta.24}]}",
+			issues: []Issue{{Field: "datasets.moduleBuilds[0].module", Problem: "missing"}},
+		},
+		{
+			name: "module build twice",
+			old:  "driverType: io.containerd.snapshotter.v1}", new: "driverType: io.containerd.snapshotter.v1, moduleBuilds: [{module: github.com/moby/moby/v2, version: v2.0.0-beta.24}, {module: github.com/moby/moby/v2, version: v2.0.0-beta.24}]}",
+			issues: []Issue{{Field: "datasets.moduleBuilds[1]", Problem: "github.com/moby/moby/v2@v2.0.0-beta.24 is listed twice"}},
 		},
 		{
 			name: "second document",

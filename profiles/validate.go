@@ -12,6 +12,12 @@ var (
 	namePattern       = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 	apiVersionPattern = regexp.MustCompile(`^1\.(0|[1-9][0-9]*)$`)
 	semverPattern     = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+	// moduleVersionPattern is a Go module version: "v" and semver, with an
+	// optional pre-release ("v2.0.0-beta.24") but no build metadata, which
+	// Go reports for unstamped builds ("v2.0.0+unknown") and which names no
+	// release.
+	moduleVersionPattern = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
+	modulePathPattern    = regexp.MustCompile(`^[a-z0-9.-]+(/[A-Za-z0-9._~-]+)+$`)
 )
 
 // Bounds that are facts of the Engine API, not of a profile.
@@ -90,6 +96,20 @@ func validate(name string, p Profile, is *issues) {
 	apiVersion(is, "datasets.minAPIVersion", ds.MinAPIVersion, imageMountAPIMinor)
 	nonEmpty(is, "datasets.storageDriver", ds.StorageDriver)
 	nonEmpty(is, "datasets.driverType", ds.DriverType)
+	seen := map[ModuleBuild]bool{}
+	for i, mb := range ds.ModuleBuilds {
+		field := fmt.Sprintf("datasets.moduleBuilds[%d]", i)
+		if !modulePathPattern.MatchString(mb.Module) {
+			is.add(field+".module", "%q is not a Go module path", mb.Module)
+		}
+		if !moduleVersionPattern.MatchString(mb.Version) {
+			is.add(field+".version", "%q is not an exact Go module version v<major>.<minor>.<patch>[-<pre-release>]", mb.Version)
+		}
+		if seen[mb] {
+			is.add(field, "%s@%s is listed twice", mb.Module, mb.Version)
+		}
+		seen[mb] = true
+	}
 
 	oneOf(is, "qualification.status", p.Qualification.Status, StatusPending, StatusQualified)
 	nonEmpty(is, "qualification.note", p.Qualification.Note)

@@ -119,6 +119,10 @@ docker contexts are ignored on purpose.
 	if fl.NArg() > 0 || (*pid == 0) == (*container == "") || (*signingKey != "" && *out == "") {
 		return c.UsageError(stderr, "exactly one of --pid or --container is required; --signing-key needs --out; no positional arguments")
 	}
+	if err := observer.Supported(*root); err != nil {
+		fmt.Fprintf(stderr, "observe: %v\n", err)
+		return exitcode.Unavailable
+	}
 	var key ed25519.PrivateKey
 	if *signingKey != "" {
 		var err error

@@ -8,7 +8,7 @@
 //	qualify verify --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
-//	qualify image [--endpoint URL] [--probe BINARY] [--remove ID]
+//	qualify image [--endpoint URL] [--probe BINARY] [--arch amd64|arm64] [--busybox FILE] [--remove ID]
 //	qualify version
 //	qualify help [COMMAND]
 //
@@ -310,7 +310,7 @@ func runExit(rep *evidence.Run, err error) int {
 }
 
 func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify image", "[--endpoint URL] [--probe BINARY] [--remove ID]",
+	c := cli.New("qualify image", "[--endpoint URL] [--probe BINARY] [--arch amd64|arm64] [--busybox FILE] [--remove ID]",
 		"Build the guest image and print its ID, or remove exactly the image --remove names.")
 	c.Details = `The guest image is assembled locally from a static probe binary; no
 registry is used. --remove deletes only that image ID, never by name or
@@ -320,6 +320,8 @@ contexts are ignored on purpose.`
 	endpoint := fs.String("endpoint", defaultEndpoint, cli.EndpointNote)
 	remove := fs.String("remove", "", "remove exactly the image `ID` (sha256:<64 hex>) instead of building")
 	probe := fs.String("probe", "", "prebuilt static guest probe `BINARY` (default: compile it from this source tree)")
+	arch := fs.String("arch", "amd64", "guest image `ARCH`, amd64 or arm64 (arm64 for the native Apple Silicon Desktop profile)")
+	busybox := fs.String("busybox", guest.DefaultBusybox, "static Linux busybox `FILE` of --arch (Debian's busybox-static)")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
@@ -340,7 +342,7 @@ contexts are ignored on purpose.`
 		fmt.Fprintf(stdout, "removed %s\n", *remove)
 		return exitcode.OK
 	}
-	img, err := guest.Build(ctx, eng, guest.BuildOptions{ProbeBinary: *probe})
+	img, err := guest.Build(ctx, eng, guest.BuildOptions{ProbeBinary: *probe, Architecture: *arch, Busybox: *busybox})
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitcode.Unavailable

@@ -54,6 +54,11 @@ func startObserved(ctx context.Context, env *Env, rec *Record, name string, poli
 // sandbox owns from here on (cleanup closes it).
 func startObservedWith(ctx context.Context, env *Env, rec *Record, name string, policy sandboxapi.Policy, b *driver.Backend) (*observed, error) {
 	o := &observed{name: name, env: env, rec: rec, policy: policy, backend: b}
+	if env.Host == nil {
+		if err := observer.Supported("/"); err != nil {
+			return o, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	rec.Request("policy:"+name, policy)
 	var err error
 	o.res, err = b.Reserve(sandboxapi.Request{Policy: policy}, sandboxapi.InProcess())

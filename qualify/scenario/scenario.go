@@ -55,7 +55,7 @@ type Registry map[string]Scenario
 func Default() Registry {
 	r := NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{}, PIDExhaustion{}, TmpfsBounds{},
 		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{}, LostEngineReplies{},
-		Transfer{}, ControllerDeath{})
+		Transfer{}, ControllerDeath{}, Datasets{}, DesktopAdmission{})
 	for name, s := range r {
 		r[name] = WithLeftoverCheck(s)
 	}

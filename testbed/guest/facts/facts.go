@@ -7,6 +7,8 @@
 // harness, the probe and the tests share them.
 package facts
 
+import "fmt"
+
 // Schema identifies the Facts JSON layout.
 const Schema = "qualbox.probe.facts.v1"
 
@@ -147,7 +149,7 @@ type Outcome struct {
 // completion. Fields that do not apply to an action are omitted.
 type Result struct {
 	// Action is the subcommand: "alloc", "fork", "write", "echo", "spawn",
-	// "sleep", "fill" or "connect".
+	// "sleep", "fill", "connect" or "tree".
 	Action string `json:"action"`
 	Outcome
 	// Requested is the count the action was asked for: MiB (alloc),
@@ -162,10 +164,13 @@ type Result struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// PIDs are the started children's process IDs (fork, spawn).
 	PIDs []int `json:"pids,omitempty"`
-	// Path is the file written (fill).
+	// Path is the file written (fill) or the walked directory (tree).
 	Path string `json:"path,omitempty"`
 	// Address is the dialled TCP address (connect).
 	Address string `json:"address,omitempty"`
+	// Tree lists the walked directory (tree), sorted by path; nil for
+	// other actions and when the walk failed at its root.
+	Tree []TreeEntry `json:"tree,omitempty"`
 	// Seconds is the slept or requested child lifetime (sleep, fork, spawn).
 	Seconds float64 `json:"seconds,omitempty"`
 	// ElapsedMillis is the action's wall time in milliseconds.
@@ -183,3 +188,33 @@ type Progress struct {
 // WritePattern is what the write action repeats: byte i of its output is
 // WritePattern[i%len(WritePattern)].
 const WritePattern = "qualbox-probe 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
+
+// TreeEntry is one entry of a directory tree as the probe's tree action
+// walks it (lstat, never following a symlink) and as the host-side dataset
+// builder expects it, so the two compare with ==.
+type TreeEntry struct {
+	// Path is relative to the walked root, '/'-separated; "." is the root.
+	Path string `json:"path"`
+	// Type is "dir", "file", "symlink" or "other".
+	Type string `json:"type"`
+	// Mode is the permission bits in octal, for example "0644".
+	Mode string `json:"mode"`
+	// Size is a file's length in bytes; 0 for the other types.
+	Size int64 `json:"size,omitempty"`
+	// SHA256 is a file's hex content digest; empty for the other types.
+	SHA256 string `json:"sha256,omitempty"`
+	// Target is a symlink's target as stored; empty for the other types.
+	Target string `json:"target,omitempty"`
+}
+
+// String renders e as one comparable line.
+func (e TreeEntry) String() string {
+	s := e.Type + " " + e.Mode + " " + e.Path
+	switch e.Type {
+	case "file":
+		s += fmt.Sprintf(" %d %s", e.Size, e.SHA256)
+	case "symlink":
+		s += " -> " + e.Target
+	}
+	return s
+}

@@ -17,6 +17,7 @@
 //	qualbox-probe sleep <seconds>
 //	qualbox-probe fill <path> <bytes>
 //	qualbox-probe connect <host:port> [timeoutSeconds]
+//	qualbox-probe tree <dir>
 //
 // facts prints one facts.Facts object. Every action prints one facts.Result
 // line to stdout when it completes (after any bytes it writes to stdout
@@ -65,6 +66,7 @@ func init() {
 		"sleep":   sleepAction,
 		"fill":    fill,
 		"connect": connect,
+		"tree":    tree,
 	}
 }
 
@@ -84,6 +86,6 @@ func emit(f *os.File, v any) {
 }
 
 func usage(err error) {
-	emit(os.Stderr, map[string]string{"error": err.Error(), "usage": "qualbox-probe [facts|alloc|fork|write|echo|spawn|sleep|fill|connect] ..."})
+	emit(os.Stderr, map[string]string{"error": err.Error(), "usage": "qualbox-probe [facts|alloc|fork|write|echo|spawn|sleep|fill|connect|tree] ..."})
 	os.Exit(2)
 }
