@@ -14,8 +14,11 @@ import (
 // checks. Bump it in the same commit as any change that makes a scenario
 // check more (or differently): a release gate can then require reports of
 // at least this version (docs/qualification.md#gate). Version 1 is every
-// report made before reports carried a harness identity.
-const CatalogueVersion = 2
+// report made before reports carried a harness identity; version 2 the
+// first catalogue that recorded one; version 3 adds datasets and
+// desktop-admission and the lost-engine-replies check that the Engine
+// handled the create whose reply was lost.
+const CatalogueVersion = 3
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.
