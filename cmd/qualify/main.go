@@ -8,7 +8,7 @@
 //	qualify verify --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
-//	qualify image [--endpoint URL] [--probe BINARY] [--arch amd64|arm64] [--busybox FILE] [--remove ID]
+//	qualify image [--endpoint URL] [--probe BINARY] [--arch ARCH] [--busybox FILE] [--remove ID]
 //	qualify version
 //	qualify help [COMMAND]
 //
@@ -310,7 +310,7 @@ func runExit(rep *evidence.Run, err error) int {
 }
 
 func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify image", "[--endpoint URL] [--probe BINARY] [--arch amd64|arm64] [--busybox FILE] [--remove ID]",
+	c := cli.New("qualify image", "[--endpoint URL] [--probe BINARY] [--arch ARCH] [--busybox FILE] [--remove ID]",
 		"Build the guest image and print its ID, or remove exactly the image --remove names.")
 	c.Details = `The guest image is assembled locally from a static probe binary; no
 registry is used. --remove deletes only that image ID, never by name or
