@@ -69,3 +69,34 @@ func TestIsolationPrivateCgroupNamespace(t *testing.T) {
 		assert.Equal(t, c.OK, tc.ok, "%s with %q: %+v", tc.profile, tc.cgroup, c)
 	}
 }
+
+// The independent AppArmor cross-check accepts both spellings a current
+// Engine uses and still tells presence from absence.
+func TestCrossCheckAppArmorSpellings(t *testing.T) {
+	const name = "independent: SecurityOptions AppArmor"
+	for _, tc := range []struct {
+		profile string
+		opts    []string
+		ok      bool
+	}{
+		{"linux-x64", []string{"name=apparmor", "name=seccomp,profile=builtin", "name=cgroupns"}, true},
+		{"linux-x64", []string{"name=apparmor,profile=default", "name=seccomp,profile=builtin", "name=cgroupns"}, true},
+		{"linux-x64", []string{"name=seccomp,profile=builtin", "name=cgroupns"}, false},
+		{"linux-x64", []string{"name=apparmorx", "name=seccomp,profile=builtin"}, false},
+		{"linux-x64-cgroupv1", []string{"name=apparmor,profile=default", "name=seccomp,profile=default"}, false},
+		{"linux-x64-cgroupv1", []string{"name=seccomp,profile=default"}, true},
+	} {
+		prof, err := profiles.Load(tc.profile)
+		assert.NilError(t, err)
+		adm := &driver.Admission{}
+		ind := independentFacts{Engine: driver.EngineFacts{SecurityOptions: tc.opts}}
+		var got *evidence.Check
+		for _, c := range crossCheck(adm, ind, prof, "") {
+			if c.Name == name {
+				got = &c
+			}
+		}
+		assert.Assert(t, got != nil)
+		assert.Equal(t, got.OK, tc.ok, "%s %q: %+v", tc.profile, tc.opts, *got)
+	}
+}
