@@ -13,14 +13,16 @@
 #       image is reused, so a second bring-up costs only the boot. Prints
 #       the cache directory.
 #   scripts/lanec.sh run [--manifest FILE] [--out DIR] [--signing-key FILE]
-#                        [--no-conformance]
+#                        [--no-conformance] [--record DIR]
 #       Boot the guest, run `qualify run` on the manifest inside it (default
 #       manifests/linux-x64.yaml), then the driver's real-Engine conformance
 #       suite (`-test.run Conformance`, profile linux-x64), power the guest
 #       off and bring the signed report out to DIR (default
 #       reports/runs/<UTC timestamp>). Lane C's own files (console log,
-#       conformance output, timings) go to DIR/lanec/. Exit status: 0 when
-#       the guest ran both and both passed, 1 otherwise.
+#       conformance output, timings) go to DIR.lanec/ beside it. Exit
+#       status: 0 when the guest ran both and both passed, 1 otherwise.
+#       --record DIR also
+#       records the observer's cgroup v2 trees (as `record`) in the same boot.
 #   scripts/lanec.sh record DIR
 #       Boot the guest and record real cgroup v2 trees (before, during OOM,
 #       during pids exhaustion, after cleanup) into DIR
@@ -104,9 +106,16 @@ guest_recipe() {
 	# The serial console carries the job's output (journal+console); a login
 	# prompt on it interleaves and drops lines, so no getty runs there.
 	chroot "$r" systemctl mask serial-getty@ttyS0.service getty@tty1.service \
-		containerd.service docker.socket systemd-timesyncd.service >/dev/null 2>&1
-	# Lane B's runc replaces Debian's (diverted, so dpkg keeps it aside);
-	# lane B's dockerd starts Debian's containerd itself, as on the host.
+		docker.socket systemd-timesyncd.service >/dev/null 2>&1
+	# Lane B's runc replaces Debian's (diverted, so dpkg keeps it aside).
+	# Debian's containerd runs as its own unit rather than supervised by
+	# dockerd: dockerd gives a containerd it starts itself 15 s to come up,
+	# too little for an emulated CPU on a shared host. Its CRI plugin is
+	# off, as in the configuration dockerd writes for a managed containerd.
+	chroot "$r" systemctl unmask containerd.service >/dev/null 2>&1
+	printf 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n' >"$r/etc/containerd/config.toml"
+	mkdir -p "$r/etc/systemd/system/containerd.service.d"
+	printf '[Service]\nTimeoutStartSec=600\n' >"$r/etc/systemd/system/containerd.service.d/qualbox.conf"
 	chroot "$r" dpkg-divert --local --rename --divert /usr/sbin/runc.debian --add /usr/sbin/runc >/dev/null
 	install -m 0755 "$B_PREFIX/bin/runc" "$r/usr/sbin/runc"
 	install -m 0755 "$B_PREFIX/bin/dockerd" "$r/usr/local/bin/dockerd"
@@ -115,17 +124,17 @@ guest_recipe() {
 	cat >"$r/etc/docker/daemon.json" <<-'EOF'
 		{"exec-opts":["native.cgroupdriver=systemd"],"bridge":"none","iptables":false,"ip6tables":false}
 	EOF
-	# Debian's docker.service is replaced whole: no socket activation, no
-	# separate containerd.service, lane B's binary.
+	# Debian's docker.service is replaced whole: no socket activation, lane
+	# B's binary.
 	cat >"$r/etc/systemd/system/docker.service" <<-'EOF'
 		[Unit]
 		Description=Docker Engine (lane B's pinned dockerd, systemd cgroup driver)
-		After=local-fs.target qualbox-net.service apparmor.service
-		Wants=qualbox-net.service
+		After=local-fs.target qualbox-net.service apparmor.service containerd.service
+		Wants=qualbox-net.service containerd.service
 		StartLimitIntervalSec=0
 		[Service]
 		Type=notify
-		ExecStart=/usr/local/bin/dockerd -H unix:///var/run/docker.sock
+		ExecStart=/usr/local/bin/dockerd -H unix:///var/run/docker.sock --containerd=/run/containerd/containerd.sock
 		Environment=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 		Delegate=yes
 		KillMode=process
@@ -178,7 +187,7 @@ guest_recipe() {
 		[Install]
 		WantedBy=multi-user.target
 	EOF
-	chroot "$r" systemctl enable docker.service qualbox-job.service >/dev/null 2>&1
+	chroot "$r" systemctl enable containerd.service docker.service qualbox-job.service >/dev/null 2>&1
 	chroot "$r" passwd -d root >/dev/null
 	# Log the kernel and systemd quietly: the job's lines are what matter.
 	mkdir -p "$r/etc/systemd/system.conf.d"
@@ -420,8 +429,10 @@ build_static() {
 run() {
 	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out= key=/var/lib/qualbox/keys/qualbox-ed25519.key
 	NO_CONFORMANCE=
+	local record_dir=
 	while [ $# -gt 0 ]; do
 		case $1 in
+		--record) record_dir=$2 && shift 2 ;;
 		--manifest) manifest=$2 && shift 2 ;;
 		--out) out=$2 && shift 2 ;;
 		--signing-key) key=$2 && shift 2 ;;
@@ -444,6 +455,7 @@ run() {
 	install -m 0600 "$key" "$share/signing.key"
 	cp "$manifest" "$share/manifest.yaml"
 	mkdir -p "$share/out" "$share/state"
+	[ -z "$record_dir" ] || install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
 	cat >"$share/job.sh" <<-EOF
 		#!/bin/bash
 		# Lane C job: runs inside the guest (qualbox-job.service).
@@ -490,6 +502,11 @@ run() {
 			grep -E '^(--- |ok|FAIL|PASS)' \$S/conformance.log | tail -n 40
 			[ \$crc = 0 ] || rc=1
 		fi
+		if [ -f /mnt/qualbox/record.sh ]; then
+			echo "lanec-job: recording cgroup v2 trees \$(date -u +%T)"
+			(cd /mnt/qualbox && bash ./record.sh out/record >\$S/record.log 2>&1) || rc=1
+			tail -n 12 \$S/record.log
+		fi
 		[ \$rc = 0 ] || rc=1
 		echo \$rc >\$S/job.rc
 	EOF
@@ -497,6 +514,11 @@ run() {
 	OUT_DIR=$out
 	local jrc=0
 	boot_job || jrc=$?
+	if [ -n "$record_dir" ] && [ -d "$share/out/record" ]; then
+		mkdir -p "$record_dir"
+		cp -a "$share/out/record/." "$record_dir/"
+		log "recorded cgroup v2 trees in $record_dir"
+	fi
 	collect_run
 	COLLECT=
 	print_run_summary "$jrc" "$out"
@@ -514,9 +536,11 @@ guest_job_common() {
 	bound=$(cat "$S/engine-timeout")
 	for ((i = 0; i < bound; i += 2)); do
 		docker version >/dev/null 2>&1 && break
+		# The journal so far, for the host to read while it waits.
+		((i % 30 == 0)) && journalctl --no-pager -b -u containerd.service -u docker.service >"$S/docker-journal.txt" 2>&1
 		sleep 2
 	done
-	journalctl --no-pager -b -u docker.service >"$S/docker-journal.txt" 2>&1
+	journalctl --no-pager -b -u containerd.service -u docker.service >"$S/docker-journal.txt" 2>&1
 	if ! docker version >/dev/null 2>&1; then
 		echo "lanec-job: the Engine never answered at /var/run/docker.sock within $bound s"
 		systemctl status --no-pager docker.service | tail -n 20
@@ -548,11 +572,13 @@ collect_run() {
 	else
 		mkdir -p "$OUT_DIR"
 	fi
-	mkdir -p "$OUT_DIR/lanec"
-	cp -a "$share/state/." "$OUT_DIR/lanec/" 2>/dev/null || true
-	[ -f "$WORK/console.log" ] && tr -d '\r' <"$WORK/console.log" >"$OUT_DIR/lanec/console.log"
-	cp "$IMAGE_DIR/BUILD" "$OUT_DIR/lanec/image.txt"
-	printf '%s\n' "${TIMINGS[@]}" >>"$OUT_DIR/lanec/timings"
+	# Lane C's own files go beside the report: a signed report directory
+	# holds only what its statement covers.
+	mkdir -p "$OUT_DIR.lanec"
+	cp -a "$share/state/." "$OUT_DIR.lanec/" 2>/dev/null || true
+	[ -f "$WORK/console.log" ] && tr -d '\r' <"$WORK/console.log" >"$OUT_DIR.lanec/console.log"
+	cp "$IMAGE_DIR/BUILD" "$OUT_DIR.lanec/image.txt"
+	printf '%s\n' "${TIMINGS[@]}" >>"$OUT_DIR.lanec/timings"
 	OUT_DIR=
 }
 
@@ -560,9 +586,9 @@ print_run_summary() {
 	local jrc=$1 out=$2 f
 	log "report: $out"
 	for f in qualify conformance; do
-		[ -f "$out/lanec/$f.rc" ] && log "$f exit status $(cat "$out/lanec/$f.rc")"
+		[ -f "$out.lanec/$f.rc" ] && log "$f exit status $(cat "$out.lanec/$f.rc")"
 	done
-	sed 's/^/lanec: timing /' "$out/lanec/timings" >&2 || true
+	sed 's/^/lanec: timing /' "$out.lanec/timings" >&2 || true
 	log "job exit status $jrc"
 }
 
