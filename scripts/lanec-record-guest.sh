@@ -10,8 +10,9 @@
 #   OUT/v2-guest-pids     while an exec holds children up to pids.max = 32
 #   OUT/v2-guest-after    after `docker rm -f`: scope and /proc/<pid> gone
 #
-# plus OUT/LABEL (command, date, kernel, Engine) and OUT/facts.json (the
-# probe's own view inside the same workload). Usage: lanec-record-guest.sh OUT
+# plus OUT/LABEL, copied into each tree (command, date, kernel, Engine), and
+# OUT/facts.json (the probe's own view inside the same workload).
+# Usage: lanec-record-guest.sh OUT
 set -euo pipefail
 OUT=${1:?usage: $0 OUT}
 BIN=/mnt/qualbox/bin
@@ -111,3 +112,6 @@ trap - EXIT
 	echo "pids: docker exec -d qualbox-probe spawn 256 60"
 } >"$OUT/LABEL"
 cat "$OUT/LABEL"
+for d in v2-guest-before v2-guest-oom v2-guest-pids v2-guest-after; do
+	cp "$OUT/LABEL" "$OUT/$d/LABEL"
+done
