@@ -27,7 +27,7 @@ for a in sh sleep cat; do ln -s busybox "$img/bin/$a"; done
 cp "$BIN/qualbox-probe" "$img/usr/local/bin/qualbox-probe"
 echo 'sandbox:x:65534:65534:sandbox:/home/sandbox:/bin/sh' >"$img/etc/passwd"
 echo 'sandbox:x:65534:' >"$img/etc/group"
-image=$(tar -C "$img" -c . | docker import -q -c 'ENV PATH=/usr/local/bin:/bin' - )
+image=$(tar -C "$img" -c . | docker import -c 'ENV PATH=/usr/local/bin:/bin' -)
 rm -rf "$img"
 
 # The same hardening the driver requests (docs/contract.md#policy), with the
