@@ -7,7 +7,7 @@
 #   OUT/v2-guest-before   limits set, keeper running
 #   OUT/v2-guest-oom      after an exec allocating 128 MiB under 64 MiB was
 #                         OOM-killed (keeper still running)
-#   OUT/v2-guest-pids     while an exec holds children up to pids.max = 32
+#   OUT/v2-guest-pids     after an exec's forks hit pids.max = 32
 #   OUT/v2-guest-after    after `docker rm -f`: scope and /proc/<pid> gone
 #
 # plus OUT/LABEL, copied into each tree (command, date, kernel, Engine), and
