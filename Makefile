@@ -9,7 +9,7 @@ MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 KEYS    ?= /var/lib/qualbox/keys
 TRUSTED_KEY ?= reports/keys/qualbox-ed25519.pub
 
-.PHONY: cross fuzz test test-lane-b qualify qualify-lane-b engine engine-down engine-b engine-b-down bench bench-transfer lint
+.PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify gate
 
 engine:
 	@scripts/engine.sh up
@@ -40,6 +40,22 @@ qualify: engine $(KEYS)/qualbox-ed25519.key
 ## qualify-lane-b: the same catalogue against lane B (builds and starts it if needed).
 qualify-lane-b: engine-b $(KEYS)/qualbox-ed25519.key
 	$(GO) run ./cmd/qualify run --manifest manifests/linux-x64-cgroupv1-lane-b.yaml --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
+
+## qualify-linux-x64: lane C (docs/lanes.md#lane-c): boot the cached cgroup v2 + systemd + AppArmor
+## guest under QEMU TCG, run manifests/linux-x64.yaml and the driver's conformance suite inside it,
+## write and sign reports/runs/<timestamp>/ (or OUT=). Builds the guest image on first use (minutes).
+qualify-linux-x64: $(KEYS)/qualbox-ed25519.key
+	scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
+
+## test-lane-c: the same into $(LANEC_OUT), then verify the signed report with $(KEYS)/qualbox-ed25519.pub.
+LANEC_OUT := $(or $(OUT),reports/runs/lanec-$(shell date -u +%Y%m%dT%H%M%SZ))
+test-lane-c: $(KEYS)/qualbox-ed25519.key
+	scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key --out $(LANEC_OUT)
+	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(LANEC_OUT)
+
+## lanec-image: assemble (or find cached) lane C's guest image under /var/cache/qualbox/lanec.
+lanec-image:
+	scripts/lanec.sh image
 
 ## bench: every driver benchmark, BENCH_COUNT samples each (one sample per run, qualbox and its
 ## reference back to back in it); benchstat reads the Benchmark lines, and the run ends with one

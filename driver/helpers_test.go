@@ -20,7 +20,7 @@ import (
 func newBackend(t *testing.T, mutate ...func(*driver.Config)) *driver.Backend {
 	t.Helper()
 	cfg := driver.Config{
-		Profile:        "linux-x64-cgroupv1",
+		Profile:        enginetest.Profile(),
 		Endpoint:       "unix://" + enginetest.Socket(),
 		Namespace:      "qualbox-test",
 		SpillDirectory: t.TempDir(),

@@ -12,6 +12,8 @@
 # beside lane A, with its own data root, exec root and socket.
 #
 #   scripts/engine.sh up-b | down-b | status-b
+#   scripts/engine.sh install-b   build the pinned binaries into /opt/qualbox-moby
+#                                 only (lane C copies them into its guest)
 set -euo pipefail
 
 SOCKET=${QUALBOX_ENGINE_SOCKET:-/var/run/docker.sock}
@@ -153,10 +155,11 @@ down_b() {
 
 case "${1:-up}" in
 up-b) up_b ;;
+install-b) install_b ;;
 down-b) down_b ;;
 status-b) if answers_b; then echo "answers: $B_SOCKET"; else echo "no answer: $B_SOCKET"; exit 1; fi ;;
 up) up ;;
 down) down ;;
 status) if answers; then echo "answers: $SOCKET"; else echo "no answer: $SOCKET"; exit 1; fi ;;
-*) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+*) echo "usage: $0 up|down|status|up-b|down-b|status-b|install-b" >&2; exit 2 ;;
 esac

@@ -52,18 +52,22 @@ func TestParseGood(t *testing.T) {
 }
 
 func TestShippedManifest(t *testing.T) {
-	m, err := manifest.Load("../../manifests/linux-x64-cgroupv1.yaml", scenario.Default())
-	assert.NilError(t, err)
-	var names []string
-	for _, s := range m.Scenarios {
-		names = append(names, s.Name)
+	// Every shipped catalogue (lanes A and B: linux-x64-cgroupv1; lane C:
+	// linux-x64) selects the whole registered catalogue, in one order.
+	for _, path := range []string{"linux-x64-cgroupv1.yaml", "linux-x64-cgroupv1-lane-b.yaml", "linux-x64.yaml"} {
+		m, err := manifest.Load("../../manifests/"+path, scenario.Default())
+		assert.NilError(t, err)
+		var names []string
+		for _, s := range m.Scenarios {
+			names = append(names, s.Name)
+		}
+		assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "memory-exhaustion", "pid-exhaustion",
+			"tmpfs-bounds", "stream-limits", "cancellation", "descendant-containment", "network-isolation",
+			"lost-engine-replies", "exact-cleanup", "unsupported-quota", "transfer", "controller-death", "datasets", "desktop-admission"})
+		sorted := slices.Sorted(slices.Values(names))
+		assert.DeepEqual(t, sorted, scenario.Default().Names())
+		t.Logf("%s: %d scenarios", path, len(names))
 	}
-	// The shipped manifest selects the whole registered catalogue.
-	assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "memory-exhaustion", "pid-exhaustion",
-		"tmpfs-bounds", "stream-limits", "cancellation", "descendant-containment", "network-isolation",
-		"lost-engine-replies", "exact-cleanup", "unsupported-quota", "transfer", "controller-death", "datasets", "desktop-admission"})
-	sorted := slices.Sorted(slices.Values(names))
-	assert.DeepEqual(t, sorted, scenario.Default().Names())
 }
 
 func TestParseErrors(t *testing.T) {

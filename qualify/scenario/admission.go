@@ -227,7 +227,7 @@ func crossCheck(adm *driver.Admission, ind independentFacts, prof profiles.Profi
 	add("independent: API version range", "MinAPIVersion <= "+prof.Daemon.MinAPIVersion+" <= ApiVersion", ie.MinAPIVersion+".."+ie.APIVersion,
 		apiOK && floorOK && floor <= want && api >= want)
 	add("independent: /version Os/Arch", "linux/"+prof.Daemon.Architecture, ie.Os+"/"+ie.Arch, ie.Os == "linux" && ie.Arch == prof.Daemon.Architecture)
-	hasAppArmor := slices.Contains(ie.SecurityOptions, "name=apparmor")
+	hasAppArmor := slices.ContainsFunc(ie.SecurityOptions, func(o string) bool { return hasOptionName(o, "apparmor") })
 	add("independent: SecurityOptions AppArmor", prof.AppArmor.Daemon, ie.SecurityOptions, hasAppArmor == (prof.AppArmor.Daemon == profiles.AppArmorEnabled))
 	seccomp := false
 	for _, o := range prof.Seccomp.SecurityOptions {
@@ -238,6 +238,18 @@ func crossCheck(adm *driver.Admission, ind independentFacts, prof profiles.Profi
 	add("independent: image Os/Architecture", "linux/"+prof.Image.Architecture, ind.Image.Os+"/"+ind.Image.Architecture,
 		ind.Image.Os == "linux" && ind.Image.Architecture == prof.Image.Architecture)
 	return out
+}
+
+// hasOptionName reports whether the /info SecurityOptions entry opt, a
+// comma-separated list of key=value pairs, has name=<name>: Engines report
+// AppArmor as "name=apparmor" or "name=apparmor,profile=default".
+func hasOptionName(opt, name string) bool {
+	for kv := range strings.SplitSeq(opt, ",") {
+		if kv == "name="+name {
+			return true
+		}
+	}
+	return false
 }
 
 // apiMinor parses "1.<minor>" into its minor number.

@@ -82,12 +82,13 @@ func (s Isolation) Run(ctx context.Context, env *Env, params map[string]any, rec
 	if err != nil {
 		return err
 	}
-	compareFacts(rec, f, env.Policy, env.User, prof.Cgroup.Version, res.Effective)
+	compareFacts(rec, f, env.Policy, env.User, prof, res.Effective)
 	return nil
 }
 
 // compareFacts records one check per isolation property.
-func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver.User, cgroupVersion int, eff sandboxapi.EffectivePolicy) {
+func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver.User, prof profiles.Profile, eff sandboxapi.EffectivePolicy) {
+	cgroupVersion := prof.Cgroup.Version
 	rec.Equal("facts schema", facts.Schema, f.Schema)
 	rec.Check("probe errors", "none", f.Errors, len(f.Errors) == 0)
 
@@ -158,6 +159,19 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	rec.Check("cpu quota/period", fmt.Sprintf("%g", pol.Resources.CPUs), gotCPUs,
 		quota != nil && period != nil && *quota == int64(math.Round(pol.Resources.CPUs*float64(*period))))
 	rec.Equal("PID 1 cmdline (keeper)", KeeperCmdline, f.PID1Cmdline)
+
+	// The driver reads back AppArmorProfile and HostConfig.CgroupnsMode from
+	// the Engine when it starts the sandbox (docs/contract.md#policy); these
+	// are the same two properties as the kernel shows them to the workload.
+	if want := prof.AppArmor.WorkloadProfile; want != "" {
+		rec.Equal("AppArmor confinement (kernel)", want+" (enforce)", f.AppArmor)
+	} else {
+		rec.Check("AppArmor confinement (kernel)", "none (AppArmor absent)", f.AppArmor, f.AppArmor == "" || f.AppArmor == "unconfined")
+	}
+	if prof.Cgroup.Namespace.PerContainerReadback {
+		rec.Check("private cgroup namespace (/proc/self/cgroup at its root)", "every hierarchy at /", f.ProcSelfCgroup,
+			facts.AtCgroupNamespaceRoot(f.ProcSelfCgroup))
+	}
 
 	rec.Equal("effective resources (Engine readback)", pol.Resources, eff.Resources)
 	rec.Equal("effective temporaryStorage", pol.TemporaryStorage, eff.TemporaryStorage)

@@ -25,6 +25,16 @@ func Socket() string {
 	return "/var/run/docker.sock"
 }
 
+// Profile is the platform profile the driver tests admit the Engine under:
+// $QUALBOX_TEST_PROFILE or "linux-x64-cgroupv1", the profile of lanes A and
+// B. Lane C runs the suite with "linux-x64" (docs/lanes.md#lane-c).
+func Profile() string {
+	if p := os.Getenv("QUALBOX_TEST_PROFILE"); p != "" {
+		return p
+	}
+	return "linux-x64-cgroupv1"
+}
+
 // Client returns a moby client for the test Engine, closed at cleanup.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
@@ -49,7 +59,9 @@ var (
 )
 
 // Image returns the guest image ID: $QUALBOX_TEST_IMAGE when set (an image
-// the caller owns), else one built once per test binary with guest.Build.
+// the caller owns), else one built once per test binary with guest.Build,
+// from the prebuilt static probe $QUALBOX_PROBE_BINARY when set (a host
+// without a Go toolchain, such as the lane C guest) or else compiled here.
 // The guest image is a qualification asset; driver tests borrow it through
 // this test-only import, production driver code never imports qualify.
 func Image(t testing.TB) string {
@@ -62,7 +74,7 @@ func Image(t testing.TB) string {
 		cli := Client(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		img, err := guest.Build(ctx, cli, guest.BuildOptions{})
+		img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: os.Getenv("QUALBOX_PROBE_BINARY")})
 		imageID, imageErr, built = img.ID, err, err == nil
 	})
 	if imageErr != nil {

@@ -29,6 +29,14 @@ type Facts struct {
 	Cgroup Cgroup `json:"cgroup"`
 	// ProcSelfCgroup is /proc/self/cgroup verbatim.
 	ProcSelfCgroup string `json:"procSelfCgroup"`
+	// AppArmor is the process's AppArmor confinement as the kernel reports
+	// it in /proc/self/attr/apparmor/current (Linux 5.8 and later) or
+	// /proc/self/attr/current, for example "docker-default (enforce)", or
+	// "unconfined". Empty when no LSM provides the file (no AppArmor).
+	AppArmor string `json:"appArmor"`
+	// CgroupNamespace is the target of /proc/self/ns/cgroup, for example
+	// "cgroup:[4026532211]".
+	CgroupNamespace string `json:"cgroupNamespace"`
 	// PID1Cmdline is /proc/1/cmdline split at NUL bytes; null when it cannot
 	// be read.
 	PID1Cmdline []string `json:"pid1Cmdline"`

@@ -301,3 +301,26 @@ func ReadCgroup(fsys fs.FS) (Cgroup, error) {
 	c.CPUPeriodMicros = limit(cpu + "/cpu.cfs_period_us")
 	return c, errors.Join(errs...)
 }
+
+// ParseLSMAttr trims an LSM attribute file's content (/proc/self/attr/
+// current): the kernel ends it with a newline, and some LSMs with a NUL.
+func ParseLSMAttr(data []byte) string {
+	return strings.TrimRight(string(data), "\x00\n")
+}
+
+// AtCgroupNamespaceRoot reports whether every hierarchy line of
+// /proc/self/cgroup ("ID:CONTROLLERS:PATH") shows the path "/": the
+// process's cgroup is the root of its cgroup namespace, as in a container
+// created with a private cgroup namespace. In the host's namespace the
+// paths name the container's cgroup ("/system.slice/docker-<id>.scope",
+// "/docker/<id>"). It is false for empty or malformed content.
+func AtCgroupNamespaceRoot(procSelfCgroup string) bool {
+	lines := strings.Split(strings.TrimRight(procSelfCgroup, "\n"), "\n")
+	for _, l := range lines {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 || parts[2] != "/" {
+			return false
+		}
+	}
+	return len(lines) > 0 && lines[0] != ""
+}

@@ -175,3 +175,33 @@ func TestParseSize(t *testing.T) {
 	_, err := ParseSize("12x")
 	assert.ErrorContains(t, err, "not a byte count")
 }
+
+func TestParseLSMAttr(t *testing.T) {
+	for in, want := range map[string]string{
+		"docker-default (enforce)\n":     "docker-default (enforce)",
+		"docker-default (enforce)\x00\n": "docker-default (enforce)",
+		"unconfined\n":                   "unconfined",
+		"":                               "",
+	} {
+		if got := ParseLSMAttr([]byte(in)); got != want {
+			t.Errorf("ParseLSMAttr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAtCgroupNamespaceRoot(t *testing.T) {
+	for in, want := range map[string]bool{
+		"0::/\n": true,
+		"0::/":   true,
+		"13:misc:/\n12:pids:/\n1:name=systemd:/\n0::/\n": true,
+		"0::/system.slice/docker-0123.scope\n":           false,
+		"12:pids:/docker/0123\n0::/\n":                   false,
+		"":                                               false,
+		"\n":                                             false,
+		"garbage\n":                                      false,
+	} {
+		if got := AtCgroupNamespaceRoot(in); got != want {
+			t.Errorf("AtCgroupNamespaceRoot(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

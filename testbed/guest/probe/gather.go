@@ -69,6 +69,12 @@ func gather() facts.Facts {
 	} else {
 		f.ProcSelfCgroup = string(data)
 	}
+	if f.AppArmor, err = readAppArmor(); err != nil {
+		fail("apparmor", err)
+	}
+	if f.CgroupNamespace, err = os.Readlink("/proc/self/ns/cgroup"); err != nil {
+		fail("cgroup namespace", err)
+	}
 	if data, err := os.ReadFile("/proc/1/cmdline"); err != nil {
 		fail("pid 1 cmdline", err)
 	} else {
@@ -88,6 +94,24 @@ func gather() facts.Facts {
 		_ = os.Remove(probe)
 	}
 	return f
+}
+
+// readAppArmor reads the process's AppArmor label: the per-LSM file first
+// (Linux 5.8+, correct when several LSMs are stacked), then the shared one.
+// A missing file, or EINVAL (no LSM implements it), means no AppArmor: "".
+func readAppArmor() (string, error) {
+	for _, p := range []string{"/proc/self/attr/apparmor/current", "/proc/self/attr/current"} {
+		data, err := os.ReadFile(p)
+		switch {
+		case err == nil:
+			return facts.ParseLSMAttr(data), nil
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.EINVAL):
+			continue
+		default:
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 // outcome describes err with its symbolic errno ("EROFS", "ENOSPC", ...).

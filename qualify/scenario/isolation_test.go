@@ -1,0 +1,102 @@
+package scenario
+
+import (
+	"testing"
+
+	"gotest.tools/v3/assert"
+
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/sandboxapi"
+	"github.com/qualbox/qualbox/testbed/guest/facts"
+)
+
+// checkNamed runs compareFacts on f under profile and returns the check
+// called name.
+func checkNamed(t *testing.T, profile string, f facts.Facts, name string) evidence.Check {
+	t.Helper()
+	prof, err := profiles.Load(profile)
+	assert.NilError(t, err)
+	rec := NewRecord()
+	compareFacts(rec, f, sandboxapi.Policy{}, driver.User{UID: 65534, GID: 65534}, prof, sandboxapi.EffectivePolicy{})
+	for _, c := range rec.Snapshot().Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %q", name)
+	return evidence.Check{}
+}
+
+// The workload's AppArmor label as the kernel reports it must be the
+// profile's docker-default in enforce mode where AppArmor is required, and
+// absent where the profile says AppArmor is absent.
+func TestIsolationAppArmorConfinement(t *testing.T) {
+	const name = "AppArmor confinement (kernel)"
+	for _, tc := range []struct {
+		profile, label string
+		ok             bool
+	}{
+		{"linux-x64", "docker-default (enforce)", true},
+		{"linux-x64", "docker-default (complain)", false},
+		{"linux-x64", "unconfined", false},
+		{"linux-x64", "", false},
+		{"linux-x64", "other-profile (enforce)", false},
+		{"linux-x64-cgroupv1", "", true},
+		{"linux-x64-cgroupv1", "unconfined", true},
+		{"linux-x64-cgroupv1", "docker-default (enforce)", false},
+	} {
+		c := checkNamed(t, tc.profile, facts.Facts{AppArmor: tc.label}, name)
+		assert.Equal(t, c.OK, tc.ok, "%s with %q: %+v", tc.profile, tc.label, c)
+	}
+}
+
+// The probe must find itself at the root of a private cgroup namespace.
+func TestIsolationPrivateCgroupNamespace(t *testing.T) {
+	const name = "private cgroup namespace (/proc/self/cgroup at its root)"
+	for _, tc := range []struct {
+		profile, cgroup string
+		ok              bool
+	}{
+		{"linux-x64", "0::/\n", true},
+		{"linux-x64", "0::/system.slice/docker-0123abcd.scope\n", false},
+		{"linux-x64", "", false},
+		{"linux-x64-cgroupv1", "12:pids:/\n2:cpu,cpuacct:/\n1:name=systemd:/\n0::/\n", true},
+		{"linux-x64-cgroupv1", "12:pids:/docker/0123abcd\n0::/\n", false},
+	} {
+		c := checkNamed(t, tc.profile, facts.Facts{ProcSelfCgroup: tc.cgroup}, name)
+		assert.Equal(t, c.OK, tc.ok, "%s with %q: %+v", tc.profile, tc.cgroup, c)
+	}
+}
+
+// The independent AppArmor cross-check accepts both spellings a current
+// Engine uses and still tells presence from absence.
+func TestCrossCheckAppArmorSpellings(t *testing.T) {
+	const name = "independent: SecurityOptions AppArmor"
+	for _, tc := range []struct {
+		profile string
+		opts    []string
+		ok      bool
+	}{
+		{"linux-x64", []string{"name=apparmor", "name=seccomp,profile=builtin", "name=cgroupns"}, true},
+		{"linux-x64", []string{"name=apparmor,profile=default", "name=seccomp,profile=builtin", "name=cgroupns"}, true},
+		{"linux-x64", []string{"name=seccomp,profile=builtin", "name=cgroupns"}, false},
+		{"linux-x64", []string{"name=apparmorx", "name=seccomp,profile=builtin"}, false},
+		{"linux-x64-cgroupv1", []string{"name=apparmor,profile=default", "name=seccomp,profile=default"}, false},
+		{"linux-x64-cgroupv1", []string{"name=seccomp,profile=default"}, true},
+	} {
+		prof, err := profiles.Load(tc.profile)
+		assert.NilError(t, err)
+		adm := &driver.Admission{}
+		ind := independentFacts{Engine: driver.EngineFacts{SecurityOptions: tc.opts}}
+		var got *evidence.Check
+		for _, c := range crossCheck(adm, ind, prof, "") {
+			if c.Name == name {
+				got = &c
+			}
+		}
+		assert.Assert(t, got != nil)
+		assert.Equal(t, got.OK, tc.ok, "%s %q: %+v", tc.profile, tc.opts, *got)
+	}
+}

@@ -1,0 +1,642 @@
+#!/usr/bin/env bash
+# Lane C (docs/lanes.md#lane-c): a Debian 12 guest with a unified cgroup v2
+# hierarchy, systemd as PID 1 and AppArmor, booted under QEMU's TCG
+# emulator, running lane B's pinned dockerd and runc with the systemd cgroup
+# driver. The controller (a static `qualify`) runs INSIDE the guest, so the
+# observer reads the guest kernel's real cgroup v2 files.
+#
+#   scripts/lanec.sh image
+#       Assemble the guest (debootstrap on the host, every package installed
+#       from the host side, never inside the guest) and cache it under
+#       /var/cache/qualbox/lanec/<key>/, where <key> digests the package
+#       list, this script's guest recipe and lane B's VERSIONS. A cached
+#       image is reused, so a second bring-up costs only the boot. Prints
+#       the cache directory.
+#   scripts/lanec.sh run [--manifest FILE] [--out DIR] [--signing-key FILE]
+#                        [--no-conformance] [--record DIR]
+#       Boot the guest, run `qualify run` on the manifest inside it (default
+#       manifests/linux-x64.yaml), then the driver's real-Engine conformance
+#       suite (`-test.run Conformance`, profile linux-x64), power the guest
+#       off and bring the signed report out to DIR (default
+#       reports/runs/<UTC timestamp>). Lane C's own files (console log,
+#       conformance output, timings) go to DIR.lanec/ beside it. Exit
+#       status: 0 when the guest ran both and both passed, 1 otherwise.
+#       --record DIR also
+#       records the observer's cgroup v2 trees (as `record`) in the same boot.
+#   scripts/lanec.sh record DIR
+#       Boot the guest and record real cgroup v2 trees (before, during OOM,
+#       during pids exhaustion, after cleanup) into DIR
+#       (scripts/lanec-record-guest.sh runs inside the guest).
+#
+# Bounds (seconds, environment): LANEC_BOOT_TIMEOUT (qemu start until the
+# job unit starts, default 900), LANEC_ENGINE_TIMEOUT (then until the
+# guest's Engine answers, default 900), LANEC_RUN_TIMEOUT (the job itself,
+# default 3600), LANEC_STOP_GRACE (ACPI power-down until qemu is killed,
+# default 180). The defaults allow for a host shared with other work: on an
+# idle 2-core host the guest boots in about 20 s and dockerd is ready
+# about 10 s later. On failure the guest's
+# last console lines are printed. The qemu process this script started is
+# stopped by its PID on every exit path (EXIT, INT, TERM): first a graceful
+# power-down, so that `qualify` inside gets SIGTERM and writes its partial
+# report, then SIGTERM/SIGKILL to that PID only.
+#
+# The guest has no network device at all (-nic none); results travel over a
+# 9p shared folder the host creates per run.
+set -euo pipefail
+
+ROOT_DIR=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${LANEC_CACHE:-/var/cache/qualbox/lanec}
+MIRROR=${LANEC_MIRROR:-http://deb.debian.org/debian}
+SUITE=bookworm
+B_PREFIX=/opt/qualbox-moby
+BOOT_TIMEOUT=${LANEC_BOOT_TIMEOUT:-900}
+ENGINE_TIMEOUT=${LANEC_ENGINE_TIMEOUT:-900}
+RUN_TIMEOUT=${LANEC_RUN_TIMEOUT:-3600}
+STOP_GRACE=${LANEC_STOP_GRACE:-180}
+IMAGE_BYTES=8G
+
+# Guest packages (Debian 12). docker.io brings the docker CLI and its
+# dependencies (containerd, runc, tini, iptables); its dockerd is not used.
+PACKAGES=(systemd-sysv systemd udev dbus apparmor linux-image-amd64 containerd docker.io
+	iproute2 kmod procps util-linux busybox-static)
+
+KERNEL_ARGS="root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 apparmor=1 security=apparmor tsc=reliable"
+
+log() { echo "lanec: $*" >&2; }
+die() {
+	echo "lanec: $*" >&2
+	exit 1
+}
+
+# need_tools fails with one line naming every missing host tool and the
+# apt-get command that installs it.
+need_tools() {
+	local missing=() pkgs=()
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || {
+		missing+=(qemu-system-x86_64)
+		pkgs+=(qemu-system-x86)
+	}
+	command -v debootstrap >/dev/null 2>&1 || {
+		missing+=(debootstrap)
+		pkgs+=(debootstrap)
+	}
+	command -v mkfs.ext4 >/dev/null 2>&1 || {
+		missing+=(mkfs.ext4)
+		pkgs+=(e2fsprogs)
+	}
+	command -v go >/dev/null 2>&1 || die "missing: go (Go toolchain for the static qualify, probe and driver test binaries; put /usr/local/go/bin on PATH)"
+	if [ ${#missing[@]} -gt 0 ]; then
+		die "missing: ${missing[*]}; install with: apt-get install -y --no-install-recommends ${pkgs[*]}"
+	fi
+	[ "$(id -u)" = 0 ] || die "lane C needs root (debootstrap, chroot, mkfs); run: sudo $0 $*"
+}
+
+# guest_recipe configures the debootstrapped root $1 from the host side. Its
+# text is part of the cache key: editing it rebuilds the image.
+guest_recipe() {
+	local r=$1
+	echo qualbox-lanec >"$r/etc/hostname"
+	printf '127.0.0.1 localhost qualbox-lanec\n' >"$r/etc/hosts"
+	cat >"$r/etc/fstab" <<-'EOF'
+		/dev/vda / ext4 rw,errors=remount-ro 0 1
+		qualbox /mnt/qualbox 9p trans=virtio,version=9p2000.L,msize=524288,nofail 0 0
+	EOF
+	mkdir -p "$r/mnt/qualbox"
+	printf '9p\n9pnet_virtio\ndummy\n' >"$r/etc/modules-load.d/qualbox.conf"
+	# The serial console carries the job's output (journal+console); a login
+	# prompt on it interleaves and drops lines, so no getty runs there.
+	chroot "$r" systemctl mask serial-getty@ttyS0.service getty@tty1.service \
+		docker.socket systemd-timesyncd.service >/dev/null 2>&1
+	# Lane B's runc replaces Debian's (diverted, so dpkg keeps it aside).
+	# Debian's containerd runs as its own unit rather than supervised by
+	# dockerd: dockerd gives a containerd it starts itself 15 s to come up,
+	# too little for an emulated CPU on a shared host. Its CRI plugin is
+	# off, as in the configuration dockerd writes for a managed containerd.
+	chroot "$r" systemctl unmask containerd.service >/dev/null 2>&1
+	printf 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n' >"$r/etc/containerd/config.toml"
+	mkdir -p "$r/etc/systemd/system/containerd.service.d"
+	printf '[Service]\nTimeoutStartSec=600\n' >"$r/etc/systemd/system/containerd.service.d/qualbox.conf"
+	chroot "$r" dpkg-divert --local --rename --divert /usr/sbin/runc.debian --add /usr/sbin/runc >/dev/null
+	install -m 0755 "$B_PREFIX/bin/runc" "$r/usr/sbin/runc"
+	install -m 0755 "$B_PREFIX/bin/dockerd" "$r/usr/local/bin/dockerd"
+	cp "$B_PREFIX/VERSIONS" "$r/etc/qualbox-moby-VERSIONS"
+	mkdir -p "$r/etc/docker"
+	cat >"$r/etc/docker/daemon.json" <<-'EOF'
+		{"exec-opts":["native.cgroupdriver=systemd"],"bridge":"none","iptables":false,"ip6tables":false}
+	EOF
+	# Debian's docker.service is replaced whole: no socket activation, lane
+	# B's binary.
+	cat >"$r/etc/systemd/system/docker.service" <<-'EOF'
+		[Unit]
+		Description=Docker Engine (lane B's pinned dockerd, systemd cgroup driver)
+		After=local-fs.target qualbox-net.service apparmor.service containerd.service
+		Wants=qualbox-net.service containerd.service
+		StartLimitIntervalSec=0
+		[Service]
+		Type=notify
+		ExecStart=/usr/local/bin/dockerd -H unix:///var/run/docker.sock --containerd=/run/containerd/containerd.sock
+		Environment=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+		Delegate=yes
+		KillMode=process
+		LimitNOFILE=infinity
+		LimitNPROC=infinity
+		TasksMax=infinity
+		# Under TCG on a busy host dockerd can miss its own containerd start
+		# deadline; systemd tries again.
+		Restart=on-failure
+		RestartSec=5
+		TimeoutStartSec=600
+		TimeoutStopSec=120
+		[Install]
+		WantedBy=multi-user.target
+	EOF
+	# network-isolation needs a non-loopback IPv4 address on the host (a
+	# documentation-range dummy: still no route anywhere) and forwarding on,
+	# or `outbound` creates fail with "IPv4 forwarding is disabled".
+	cat >"$r/etc/systemd/system/qualbox-net.service" <<-'EOF'
+		[Unit]
+		Description=qualbox dummy interface 192.0.2.1/24 (no route anywhere)
+		Before=docker.service
+		[Service]
+		Type=oneshot
+		RemainAfterExit=yes
+		ExecStart=/sbin/ip link add qualbox0 type dummy
+		ExecStart=/sbin/ip addr add 192.0.2.1/24 dev qualbox0
+		ExecStart=/sbin/ip link set qualbox0 up
+	EOF
+	echo 'net.ipv4.ip_forward=1' >"$r/etc/sysctl.d/90-qualbox.conf"
+	# The job: whatever the host put at /mnt/qualbox/job.sh, after the Engine,
+	# with its output on the console; the guest powers off when it ends. On
+	# power-down (the host's ACPI request) systemd sends SIGTERM to the job
+	# before it stops docker.service.
+	cat >"$r/etc/systemd/system/qualbox-job.service" <<-'EOF'
+		[Unit]
+		Description=qualbox lane C job
+		After=docker.service qualbox-net.service systemd-sysctl.service
+		Wants=docker.service
+		RequiresMountsFor=/mnt/qualbox
+		SuccessAction=poweroff
+		FailureAction=poweroff
+		[Service]
+		Type=oneshot
+		ExecStart=/bin/bash /mnt/qualbox/job.sh
+		StandardOutput=journal+console
+		StandardError=journal+console
+		TimeoutStartSec=infinity
+		TimeoutStopSec=150
+		[Install]
+		WantedBy=multi-user.target
+	EOF
+	chroot "$r" systemctl enable containerd.service docker.service qualbox-job.service >/dev/null 2>&1
+	chroot "$r" passwd -d root >/dev/null
+	# Log the kernel and systemd quietly: the job's lines are what matter.
+	mkdir -p "$r/etc/systemd/system.conf.d"
+	printf '[Manager]\nShowStatus=error\n' >"$r/etc/systemd/system.conf.d/qualbox.conf"
+	rm -f "$r/etc/machine-id" && touch "$r/etc/machine-id"
+	chroot "$r" apt-get clean
+}
+
+# base_key digests what debootstrap produces: the suite and the package list.
+base_key() {
+	printf '%s\n' "$SUITE" "${PACKAGES[@]}" | sha256sum | cut -c1-16
+}
+
+# cache_key digests everything in the bootable image: the base, the guest
+# recipe's text, the kernel arguments, the image size and lane B's VERSIONS.
+cache_key() {
+	{
+		base_key
+		printf '%s\n' "$KERNEL_ARGS" "$IMAGE_BYTES"
+		declare -f guest_recipe
+		cat "$B_PREFIX/VERSIONS"
+	} | sha256sum | cut -c1-16
+}
+
+# image builds (or finds) the cached guest and sets IMAGE_DIR. Two stages,
+# each assembled under a temporary name and renamed into place when
+# complete: the debootstrapped root as a tar (minutes; keyed by base_key),
+# and the bootable image, the recipe applied to that root (keyed by
+# cache_key), so that editing the recipe does not re-run debootstrap.
+image() {
+	need_tools image
+	"$ROOT_DIR/scripts/engine.sh" install-b
+	local key bkey base
+	key=$(cache_key)
+	bkey=$(base_key)
+	base=$CACHE/base-$bkey.tar
+	IMAGE_DIR=$CACHE/$key
+	if [ -f "$IMAGE_DIR/rootfs.img" ] && [ -f "$IMAGE_DIR/vmlinuz" ] && [ -f "$IMAGE_DIR/initrd.img" ]; then
+		log "cached guest $IMAGE_DIR"
+		return 0
+	fi
+	mkdir -p "$CACHE/debs"
+	local tmp start
+	start=$(date +%s)
+	tmp=$(mktemp -d "$CACHE/build.XXXXXX")
+	trap 'umount_chroot "$tmp/root"; rm -rf "$tmp"' EXIT
+	if [ ! -f "$base" ]; then
+		log "debootstrap $SUITE into $tmp/root (minutes)"
+		if ! debootstrap --variant=minbase --cache-dir="$CACHE/debs" --include="$(
+			IFS=,
+			echo "${PACKAGES[*]}"
+		)" "$SUITE" "$tmp/root" "$MIRROR" >"$tmp/debootstrap.log" 2>&1; then
+			tail -n 20 "$tmp/debootstrap.log" >&2
+			if grep -qiE 'Failed getting release file|Couldn.t download|Temporary failure|Could not resolve' "$tmp/debootstrap.log"; then
+				die "Debian packages unreachable at $MIRROR (set LANEC_MIRROR to a reachable mirror)"
+			fi
+			die "debootstrap failed; log above"
+		fi
+		umount_chroot "$tmp/root"
+		tar --numeric-owner --xattrs --acls -C "$tmp/root" -cf "$tmp/base.tar" .
+		mv "$tmp/base.tar" "$base"
+		log "debootstrap base cached as $base after $(($(date +%s) - start)) s"
+	else
+		log "cached debootstrap base $base"
+		mkdir -p "$tmp/root"
+		tar --numeric-owner --xattrs --acls -C "$tmp/root" -xf "$base"
+	fi
+	guest_recipe "$tmp/root"
+	mkdir -p "$tmp/out"
+	cp "$(readlink -f "$tmp/root/vmlinuz")" "$tmp/out/vmlinuz"
+	cp "$(readlink -f "$tmp/root/initrd.img")" "$tmp/out/initrd.img"
+	log "mkfs.ext4 -d onto a sparse $IMAGE_BYTES image"
+	truncate -s "$IMAGE_BYTES" "$tmp/out/rootfs.img"
+	mkfs.ext4 -q -L qualbox-lanec -d "$tmp/root" "$tmp/out/rootfs.img"
+	{
+		echo "key $key base $bkey"
+		echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
+		echo "packages ${PACKAGES[*]}"
+		cat "$B_PREFIX/VERSIONS"
+		chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 systemd apparmor containerd docker.io 2>/dev/null
+	} >"$tmp/out/BUILD"
+	rm -rf "$IMAGE_DIR"
+	mv "$tmp/out" "$IMAGE_DIR"
+	rm -rf "$tmp"
+	trap - EXIT
+	log "guest image $IMAGE_DIR built in $(($(date +%s) - start)) s"
+}
+
+umount_chroot() {
+	# debootstrap mounts /proc and /sys in the target while it works.
+	local m
+	for m in proc sys dev/pts dev; do
+		if mountpoint -q "$1/$m" 2>/dev/null; then umount -l "$1/$m" || true; fi
+	done
+}
+
+# --- running the guest ---------------------------------------------------
+
+QEMU_PID=
+WORK=
+MON_READER=
+
+console_tail() {
+	if [ -f "$WORK/console.log" ]; then
+		echo "lanec: last guest console lines:" >&2
+		tail -n "${1:-40}" "$WORK/console.log" | tr -d '\r' | sed 's/^/  guest| /' >&2
+	fi
+}
+
+qemu_alive() { [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; }
+
+# stop_guest powers the guest down through the ACPI power button (systemd
+# stops the job with SIGTERM, so qualify writes its partial report), waits
+# up to STOP_GRACE seconds, then kills the qemu process by its PID.
+stop_guest() {
+	qemu_alive || return 0
+	log "powering the guest down (qemu pid $QEMU_PID)"
+	echo system_powerdown >"$WORK/mon.in" 2>/dev/null || true
+	local i
+	for ((i = 0; i < STOP_GRACE; i++)); do
+		qemu_alive || return 0
+		sleep 1
+	done
+	log "guest did not power off within $STOP_GRACE s; killing qemu pid $QEMU_PID"
+	kill -TERM "$QEMU_PID" 2>/dev/null || true
+	for ((i = 0; i < 10; i++)); do
+		qemu_alive || return 0
+		sleep 1
+	done
+	kill -KILL "$QEMU_PID" 2>/dev/null || true
+}
+
+cleanup_run() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if qemu_alive; then
+		stop_guest
+		console_tail
+		rc=1
+	fi
+	if [ -n "$QEMU_PID" ]; then wait "$QEMU_PID" 2>/dev/null || true; fi
+	if [ -n "$MON_READER" ]; then kill "$MON_READER" 2>/dev/null || true; fi
+	if [ -n "${COLLECT:-}" ]; then "$COLLECT" || true; fi
+	if [ -n "$WORK" ] && [ -z "${LANEC_KEEP_WORK:-}" ]; then rm -rf "$WORK"; fi
+	exit "$rc"
+}
+
+# boot_job boots the cached guest with $WORK/share as its 9p folder (which
+# holds job.sh), waits for the job to start and end within the bounds, and
+# returns the job's exit status from share/state/job.rc.
+boot_job() {
+	mkfifo "$WORK/mon.in" "$WORK/mon.out"
+	cat "$WORK/mon.out" >"$WORK/monitor.log" &
+	MON_READER=$!
+	mkdir -p "$WORK/share/state"
+	local t0 now
+	t0=$(date +%s)
+	log "booting the guest under TCG (qemu64, 2 vCPUs, 4 GiB); console $WORK/console.log"
+	# -snapshot keeps the cached root pristine: the guest's writes go to a
+	# temporary file qemu deletes.
+	TMPDIR=$WORK qemu-system-x86_64 -name qualbox-lanec -nodefaults -no-user-config -display none -no-reboot \
+		-accel tcg,thread=multi -cpu qemu64 -smp 2 -m 4G \
+		-kernel "$IMAGE_DIR/vmlinuz" -initrd "$IMAGE_DIR/initrd.img" -append "$KERNEL_ARGS" \
+		-drive "file=$IMAGE_DIR/rootfs.img,if=virtio,format=raw,snapshot=on" \
+		-virtfs "local,path=$WORK/share,mount_tag=qualbox,security_model=none,id=qualbox" \
+		-nic none -serial "file:$WORK/console.log" -monitor "pipe:$WORK/mon" \
+		</dev/null >"$WORK/qemu.log" 2>&1 &
+	QEMU_PID=$!
+	echo "$ENGINE_TIMEOUT" >"$WORK/share/state/engine-timeout"
+	local booted=
+	while [ ! -f "$WORK/share/state/started" ] && [ ! -f "$WORK/share/state/job.rc" ]; do
+		if ! qemu_alive; then
+			cat "$WORK/qemu.log" >&2
+			console_tail
+			die "qemu exited before the job started"
+		fi
+		now=$(date +%s)
+		if [ -z "$booted" ] && [ -f "$WORK/share/state/booted" ]; then
+			booted=$((now - t0))
+			TIMINGS+=("boot_s $booted (qemu start to the job unit, after docker.service)")
+			log "guest booted after $booted s; waiting for its Engine"
+		fi
+		if [ -z "$booted" ] && ((now - t0 > BOOT_TIMEOUT)); then
+			log "the guest did not boot to its job within $BOOT_TIMEOUT s"
+			stop_guest
+			console_tail 60
+			return 1
+		fi
+		if ((now - t0 > BOOT_TIMEOUT + ENGINE_TIMEOUT + 60)); then
+			log "the guest's Engine did not answer within $ENGINE_TIMEOUT s"
+			stop_guest
+			console_tail 60
+			return 1
+		fi
+		sleep 1
+	done
+	TIMINGS+=("ready_s $(($(date +%s) - t0)) (qemu start to Engine ready and job start)")
+	log "job started after $(($(date +%s) - t0)) s"
+	while qemu_alive; do
+		now=$(date +%s)
+		if ((now - t0 > BOOT_TIMEOUT + ENGINE_TIMEOUT + RUN_TIMEOUT)); then
+			log "the job did not finish within $RUN_TIMEOUT s"
+			stop_guest
+			console_tail 60
+			return 1
+		fi
+		sleep 2
+	done
+	wait "$QEMU_PID" || true
+	QEMU_PID=
+	TIMINGS+=("guest_s $(($(date +%s) - t0)) (qemu start to power-off)")
+	if [ ! -f "$WORK/share/state/job.rc" ]; then
+		log "the guest powered off without recording the job's exit status"
+		console_tail 60
+		return 1
+	fi
+	return "$(cat "$WORK/share/state/job.rc")"
+}
+
+new_work() {
+	WORK=$(mktemp -d /tmp/qualbox-lanec.XXXXXX)
+	chmod 700 "$WORK"
+	trap cleanup_run EXIT
+	trap 'log "interrupted"; exit 130' INT TERM
+}
+
+build_static() {
+	# Static binaries: the guest has no Go toolchain and only Debian's libc.
+	local bin=$1
+	mkdir -p "$bin"
+	log "building static qualify, probe and driver test binaries"
+	(cd "$ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -o "$bin/qualify" ./cmd/qualify)
+	(cd "$ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -o "$bin/qualbox-probe" ./testbed/guest/probe)
+	if [ -z "${NO_CONFORMANCE:-}" ]; then
+		(cd "$ROOT_DIR" && CGO_ENABLED=0 go test -c -trimpath -o "$bin/driver.test" ./driver)
+	fi
+}
+
+run() {
+	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out= key=/var/lib/qualbox/keys/qualbox-ed25519.key
+	NO_CONFORMANCE=
+	local record_dir=
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--record) record_dir=$2 && shift 2 ;;
+		--manifest) manifest=$2 && shift 2 ;;
+		--out) out=$2 && shift 2 ;;
+		--signing-key) key=$2 && shift 2 ;;
+		--no-conformance) NO_CONFORMANCE=1 && shift ;;
+		*) die "run: unknown argument $1 (see the header of $0)" ;;
+		esac
+	done
+	[ -f "$manifest" ] || die "run: no manifest at $manifest"
+	[ -f "$key" ] || die "run: no signing key at $key (make keys, or --signing-key FILE)"
+	out=${out:-$ROOT_DIR/reports/runs/$(date -u +%Y%m%dT%H%M%SZ)}
+	[ ! -e "$out" ] || die "run: $out already exists"
+	TIMINGS=()
+	local t0
+	t0=$(date +%s)
+	image
+	TIMINGS+=("image_s $(($(date +%s) - t0)) (lanec.sh image, cache key $(basename "$IMAGE_DIR"))")
+	new_work
+	local share=$WORK/share
+	build_static "$share/bin"
+	install -m 0600 "$key" "$share/signing.key"
+	cp "$manifest" "$share/manifest.yaml"
+	mkdir -p "$share/out" "$share/state"
+	[ -z "$record_dir" ] || install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
+	cat >"$share/job.sh" <<-EOF
+		#!/bin/bash
+		# Lane C job: runs inside the guest (qualbox-job.service).
+		set -u
+		S=/mnt/qualbox/state
+		$(declare -f guest_job_common)
+		guest_job_common
+		# Work on the guest's own disk (sockets, spill files); the report is
+		# copied to the shared folder when qualify ends, also on SIGTERM.
+		W=/var/lib/qualbox-lanec
+		mkdir -p \$W && cp -a /mnt/qualbox/bin /mnt/qualbox/manifest.yaml /mnt/qualbox/signing.key \$W/ && cd \$W
+		export TMPDIR=/var/tmp
+		rc=0
+		echo "lanec-job: qualify run \$(date -u +%T)"
+		t=\$(date +%s)
+		# qualify runs in the background so that the job's SIGTERM (guest
+		# power-down) reaches it and it writes its partial report.
+		./bin/qualify run --manifest manifest.yaml --output \$W/report --signing-key signing.key \\
+			--probe bin/qualbox-probe >\$S/qualify.log 2>&1 &
+		q=\$!
+		trap 'kill -TERM \$q 2>/dev/null; wait \$q; echo 143 >\$S/qualify.rc; cp -a \$W/report /mnt/qualbox/out/; echo 143 >\$S/job.rc; exit 143' TERM
+		wait \$q || rc=\$?
+		trap - TERM
+		echo \$rc >\$S/qualify.rc
+		cp -a \$W/report /mnt/qualbox/out/ 2>/dev/null
+		echo "qualify_s \$((\$(date +%s) - t))" >>\$S/timings
+		echo "lanec-job: qualify exited \$rc"
+		tail -n 30 \$S/qualify.log
+		if [ -z "${NO_CONFORMANCE}" ]; then
+			echo "lanec-job: driver conformance \$(date -u +%T)"
+			t=\$(date +%s)
+			crc=0
+			QUALBOX_ENGINE_SOCKET=/var/run/docker.sock QUALBOX_TEST_PROFILE=linux-x64 \\
+				QUALBOX_PROBE_BINARY=\$W/bin/qualbox-probe \\
+				./bin/driver.test -test.run '^TestConformance\$' -test.v -test.count=1 -test.timeout 40m \\
+				>\$S/conformance.log 2>&1 &
+			q=\$!
+			trap 'kill -TERM \$q 2>/dev/null; wait \$q; echo 143 >\$S/conformance.rc; echo 143 >\$S/job.rc; exit 143' TERM
+			wait \$q || crc=\$?
+			trap - TERM
+			echo \$crc >\$S/conformance.rc
+			echo "conformance_s \$((\$(date +%s) - t))" >>\$S/timings
+			echo "lanec-job: conformance exited \$crc"
+			grep -E '^(--- |ok|FAIL|PASS)' \$S/conformance.log | tail -n 40
+			[ \$crc = 0 ] || rc=1
+		fi
+		if [ -f /mnt/qualbox/record.sh ]; then
+			echo "lanec-job: recording cgroup v2 trees \$(date -u +%T)"
+			(cd /mnt/qualbox && bash ./record.sh out/record >\$S/record.log 2>&1) || rc=1
+			tail -n 12 \$S/record.log
+		fi
+		[ \$rc = 0 ] || rc=1
+		echo \$rc >\$S/job.rc
+	EOF
+	COLLECT=collect_run
+	OUT_DIR=$out
+	local jrc=0
+	boot_job || jrc=$?
+	if [ -n "$record_dir" ] && [ -d "$share/out/record" ]; then
+		mkdir -p "$record_dir"
+		cp -a "$share/out/record/." "$record_dir/"
+		log "recorded cgroup v2 trees in $record_dir"
+	fi
+	collect_run
+	COLLECT=
+	print_run_summary "$jrc" "$out"
+	[ "$jrc" = 0 ]
+}
+
+# guest_job_common runs first in every job inside the guest: it marks the
+# job booted, waits (bounded by state/engine-timeout seconds) until the
+# Engine answers, records what the guest is and marks the job started. If
+# the Engine never answers it prints docker.service's journal and fails.
+guest_job_common() {
+	local i bound
+	touch "$S/booted"
+	echo "lanec-job: booted; docker.service $(systemctl is-active docker.service)"
+	bound=$(cat "$S/engine-timeout")
+	for ((i = 0; i < bound; i += 2)); do
+		docker version >/dev/null 2>&1 && break
+		# The journal so far, for the host to read while it waits.
+		((i % 30 == 0)) && journalctl --no-pager -b -u containerd.service -u docker.service >"$S/docker-journal.txt" 2>&1
+		sleep 2
+	done
+	journalctl --no-pager -b -u containerd.service -u docker.service >"$S/docker-journal.txt" 2>&1
+	if ! docker version >/dev/null 2>&1; then
+		echo "lanec-job: the Engine never answered at /var/run/docker.sock within $bound s"
+		systemctl status --no-pager docker.service | tail -n 20
+		tail -n 30 "$S/docker-journal.txt"
+		echo 1 >"$S/job.rc"
+		exit 1
+	fi
+	{
+		echo "kernel $(uname -r) $(uname -v)"
+		echo "cgroup $(stat -fc %T /sys/fs/cgroup) controllers $(cat /sys/fs/cgroup/cgroup.controllers)"
+		echo "lsm $(cat /sys/kernel/security/lsm)"
+		echo "systemd $(systemctl --version | head -n1)"
+		docker version --format 'engine {{.Server.Version}} api {{.Server.APIVersion}}'
+		docker info --format 'cgroup {{.CgroupVersion}} {{.CgroupDriver}} securityOptions {{.SecurityOptions}}'
+		grep -c . /sys/kernel/security/apparmor/profiles | sed 's/^/apparmor profiles loaded: /'
+		grep docker-default /sys/kernel/security/apparmor/profiles
+		echo "uptime $(cut -d' ' -f1 /proc/uptime) s at Engine ready"
+	} >"$S/guest.txt" 2>&1
+	cat "$S/guest.txt"
+	touch "$S/started"
+}
+
+collect_run() {
+	[ -n "${OUT_DIR:-}" ] && [ -n "$WORK" ] || return 0
+	local share=$WORK/share
+	mkdir -p "$(dirname "$OUT_DIR")"
+	if [ -d "$share/out/report" ]; then
+		cp -a "$share/out/report" "$OUT_DIR"
+	else
+		mkdir -p "$OUT_DIR"
+	fi
+	# Lane C's own files go beside the report: a signed report directory
+	# holds only what its statement covers.
+	mkdir -p "$OUT_DIR.lanec"
+	cp -a "$share/state/." "$OUT_DIR.lanec/" 2>/dev/null || true
+	[ -f "$WORK/console.log" ] && tr -d '\r' <"$WORK/console.log" >"$OUT_DIR.lanec/console.log"
+	cp "$IMAGE_DIR/BUILD" "$OUT_DIR.lanec/image.txt"
+	printf '%s\n' "${TIMINGS[@]}" >>"$OUT_DIR.lanec/timings"
+	OUT_DIR=
+}
+
+print_run_summary() {
+	local jrc=$1 out=$2 f
+	log "report: $out"
+	for f in qualify conformance; do
+		[ -f "$out.lanec/$f.rc" ] && log "$f exit status $(cat "$out.lanec/$f.rc")"
+	done
+	sed 's/^/lanec: timing /' "$out.lanec/timings" >&2 || true
+	log "job exit status $jrc"
+}
+
+record() {
+	local dest=${1:?usage: $0 record DIR}
+	image
+	new_work
+	local share=$WORK/share
+	mkdir -p "$share/bin" "$share/out"
+	(cd "$ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -o "$share/bin/qualbox-probe" ./testbed/guest/probe)
+	install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
+	cat >"$share/job.sh" <<-EOF
+		#!/bin/bash
+		set -u
+		cd /mnt/qualbox
+		S=/mnt/qualbox/state
+		$(declare -f guest_job_common)
+		guest_job_common
+		rc=0
+		bash ./record.sh out >state/record.log 2>&1 || rc=\$?
+		tail -n 30 state/record.log
+		echo \$rc >\$S/job.rc
+	EOF
+	TIMINGS=()
+	local jrc=0
+	boot_job || jrc=$?
+	mkdir -p "$dest"
+	cp -a "$share/out/." "$dest/"
+	cp "$share/state/record.log" "$dest/record.log" 2>/dev/null || true
+	log "recorded trees in $dest (job exit status $jrc)"
+	[ "$jrc" = 0 ]
+}
+
+case "${1:-}" in
+image)
+	image
+	echo "$IMAGE_DIR"
+	;;
+run)
+	shift
+	run "$@"
+	;;
+record)
+	shift
+	record "$@"
+	;;
+*)
+	echo "usage: $0 image | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] | record DIR" >&2
+	exit 2
+	;;
+esac
