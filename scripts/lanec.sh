@@ -46,7 +46,16 @@ set -euo pipefail
 
 ROOT_DIR=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${LANEC_CACHE:-/var/cache/qualbox/lanec}
-MIRROR=${LANEC_MIRROR:-http://deb.debian.org/debian}
+# The Debian archive debootstrap reads: LANEC_MIRROR, else the first
+# `debian` archive this host's apt is configured with (deb822 sources or
+# sources.list), so the guest comes from the same archive as the host.
+host_mirror() {
+	{
+		awk '/^URIs:/ {for (i = 2; i <= NF; i++) print $i}' /etc/apt/sources.list.d/*.sources 2>/dev/null
+		awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' /etc/apt/sources.list 2>/dev/null
+	} | grep -E '/debian/?$' | head -n 1
+}
+MIRROR=${LANEC_MIRROR:-$(host_mirror)}
 SUITE=bookworm
 B_PREFIX=/opt/qualbox-moby
 BOOT_TIMEOUT=${LANEC_BOOT_TIMEOUT:-900}
@@ -235,6 +244,7 @@ image() {
 	tmp=$(mktemp -d "$CACHE/build.XXXXXX")
 	trap 'umount_chroot "$tmp/root"; rm -rf "$tmp"' EXIT
 	if [ ! -f "$base" ]; then
+		[ -n "$MIRROR" ] || die "no Debian archive in this host's apt sources; set LANEC_MIRROR to one"
 		log "debootstrap $SUITE into $tmp/root (minutes)"
 		if ! debootstrap --variant=minbase --cache-dir="$CACHE/debs" --include="$(
 			IFS=,
