@@ -51,9 +51,9 @@ CACHE=${LANEC_CACHE:-/var/cache/qualbox/lanec}
 # sources.list), so the guest comes from the same archive as the host.
 host_mirror() {
 	{
-		awk '/^URIs:/ {for (i = 2; i <= NF; i++) print $i}' /etc/apt/sources.list.d/*.sources 2>/dev/null
-		awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' /etc/apt/sources.list 2>/dev/null
-	} | grep -E '/debian/?$' | head -n 1
+		awk '/^URIs:/ {for (i = 2; i <= NF; i++) print $i}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true
+		awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' /etc/apt/sources.list 2>/dev/null || true
+	} | grep -E '/debian/?$' | head -n 1 || true
 }
 MIRROR=${LANEC_MIRROR:-$(host_mirror)}
 SUITE=bookworm
