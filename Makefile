@@ -4,10 +4,11 @@ GO      ?= go
 PKGS    := github.com/qualbox/qualbox/...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 # KEYS holds this machine's report signing key pair, generated on first use
-# outside the repository: a private key never enters git. TRUSTED_KEY is the
-# committed public key that verifies the committed reports under reports/.
+# outside the repository: a private key never enters git. TRUSTED_KEYS are
+# the committed public keys that verify the committed reports under reports/
+# (one per machine that signed a committed campaign).
 KEYS    ?= /var/lib/qualbox/keys
-TRUSTED_KEY ?= reports/keys/qualbox-ed25519.pub
+TRUSTED_KEYS ?= $(wildcard reports/keys/*.pub)
 
 .PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify gate
 
@@ -92,7 +93,13 @@ lint:
 $(KEYS)/qualbox-ed25519.key:
 	$(GO) run ./cmd/qualify keygen --out $(KEYS)
 
-## verify: check the committed signed reports against $(TRUSTED_KEY); DIRS=... KEY=... for others
+## verify: check the committed signed reports against $(TRUSTED_KEYS); DIRS=... KEY=... for others
 ## (a local `make qualify` run verifies with KEY=$(KEYS)/qualbox-ed25519.pub).
 verify:
-	$(GO) run ./cmd/qualify verify --key $(or $(KEY),$(TRUSTED_KEY)) $(or $(DIRS),$(dir $(wildcard reports/linux-*/*/evidence.dsse.json)))
+	$(GO) run ./cmd/qualify verify $(addprefix --key ,$(or $(KEY),$(TRUSTED_KEYS))) $(or $(DIRS),$(dir $(wildcard reports/linux-*/*/evidence.dsse.json)))
+
+## gate: the release gate of reports/gate-policy.yaml over the newest committed report of each directory
+## under reports/ (GATE_DIRS=... for others); exits 0 only when every required row passed.
+GATE_DIRS ?= $(foreach d,$(wildcard reports/linux-*),$(lastword $(sort $(dir $(wildcard $(d)/*/evidence.dsse.json)))))
+gate:
+	$(GO) run ./cmd/qualify merge --policy reports/gate-policy.yaml --markdown $(GATE_DIRS)
