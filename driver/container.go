@@ -200,6 +200,9 @@ func (d *differ) err(resource string) error {
 	return &ReadbackError{Resource: resource, Differences: d.lines}
 }
 
+// neverStarted is State.StartedAt of a container that never ran.
+const neverStarted = "0001-01-01T00:00:00Z"
+
 // verifyContainer compares an inspected container with its request field by
 // field (seed verifyContainer). started adds the running-state, AppArmor and
 // network attachment checks that only hold after start.
@@ -275,7 +278,7 @@ func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi
 	verifyMounts(&d, c, want.host.Mounts)
 
 	if role == sandboxapi.RoleExport {
-		if c.State == nil || c.State.Running || c.State.Status != "created" {
+		if c.State == nil || c.State.Running || c.State.Status != "created" || (c.State.StartedAt != "" && c.State.StartedAt != neverStarted) {
 			d.lines = append(d.lines, fmt.Sprintf("State: export accessor must be created and never started, got %+v", c.State))
 		}
 	}
@@ -327,10 +330,24 @@ func verifyMounts(d *differ, c container.InspectResponse, want []mount.Mount) {
 		d.check(p+".Type", w.Type, req.Type)
 		d.check(p+".Source", w.Source, req.Source)
 		d.check(p+".ReadOnly", w.ReadOnly, req.ReadOnly)
+		// The request sets only the fields above plus NoCopy (volume) or
+		// Subpath (image); any other option is one the driver did not ask
+		// for.
+		d.checkEmpty(p+".Consistency", req.Consistency)
+		d.checkEmpty(p+".BindOptions", req.BindOptions)
+		d.checkEmpty(p+".TmpfsOptions", req.TmpfsOptions)
+		d.checkEmpty(p+".ClusterOptions", req.ClusterOptions)
 		if w.Type == mount.TypeVolume {
 			d.check(p+".VolumeOptions.NoCopy", true, req.VolumeOptions != nil && req.VolumeOptions.NoCopy)
+			if req.VolumeOptions != nil {
+				d.checkEmpty(p+".VolumeOptions.Labels", req.VolumeOptions.Labels)
+				d.checkEmpty(p+".VolumeOptions.Subpath", req.VolumeOptions.Subpath)
+				d.checkEmpty(p+".VolumeOptions.DriverConfig", req.VolumeOptions.DriverConfig)
+			}
+			d.checkEmpty(p+".ImageOptions", req.ImageOptions)
 		}
 		if w.Type == mount.TypeImage {
+			d.checkEmpty(p+".VolumeOptions", req.VolumeOptions)
 			var sub string
 			if req.ImageOptions != nil {
 				sub = req.ImageOptions.Subpath
@@ -360,7 +377,7 @@ func verifyMounts(d *differ, c container.InspectResponse, want []mount.Mount) {
 			// The Engine mounts the image's own snapshot: a host path, never
 			// a volume driver (docs/contract.md#datasets).
 			if !strings.HasPrefix(eff.Source, "/") {
-				d.lines = append(d.lines, fmt.Sprintf("%s.Source: want the image snapshot's absolute host path, got %q", e, eff.Source))
+				d.lines = append(d.lines, fmt.Sprintf("%s.Source: want an absolute host path, got %q", e, eff.Source))
 			}
 			d.checkEmpty(e+".Driver", eff.Driver)
 		}

@@ -14,14 +14,14 @@ import (
 func TestExamplePolicyLoads(t *testing.T) {
 	p, err := evidence.LoadPolicy(filepath.Join("..", "..", "reports", "gate-policy.yaml"))
 	assert.NilError(t, err)
-	assert.Equal(t, len(p.Requirement.Rows), 2)
-	assert.Equal(t, p.Requirement.Harness.MinimumCatalogueVersion, 2)
+	assert.Equal(t, len(p.Requirement.Rows), 3)
+	assert.Equal(t, p.Requirement.Harness.MinimumCatalogueVersion, 3)
 	assert.Equal(t, len(p.Requirement.Rows[0].Manifests), 1)
 	want, err := evidence.FileSHA256(filepath.Join("..", "..", "manifests", "linux-x64-cgroupv1.yaml"))
 	assert.NilError(t, err)
 	assert.Equal(t, p.Requirement.Rows[0].Manifests[0], want)
-	assert.Equal(t, filepath.Base(p.KeyFiles[0]), "qualbox-ed25519.pub")
-	assert.Equal(t, len(p.Requirement.Scenarios), 15)
+	assert.Equal(t, filepath.Base(p.KeyFiles[0]), "qualbox-ed25519-2026-12-01.pub")
+	assert.Equal(t, len(p.Requirement.Scenarios), 16)
 }
 
 const goodPolicy = `schema: qualbox.gate-policy.v1
