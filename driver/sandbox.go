@@ -349,7 +349,9 @@ func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role,
 	s.mu.Lock()
 	s.dispatched[role] = true
 	s.mu.Unlock()
-	id, err := do(ctx)
+	dctx, dcancel := dispatchContext(ctx, s.b.cleanupTimeout(s.policy))
+	id, err := do(dctx)
+	dcancel()
 	if err != nil {
 		var unsupported *sandboxapi.UnsupportedError
 		if errors.As(err, &unsupported) {
@@ -379,6 +381,19 @@ func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role,
 	delete(s.dispatched, role)
 	s.mu.Unlock()
 	return in, nil
+}
+
+// dispatchContext is the context a dispatched create runs under. The
+// caller's cancellation is honoured before dispatch and at the next step,
+// never by cutting the request in flight: a create cut mid-request has an
+// unknown outcome, and cleanup could only call it uncertain
+// (docs/contract.md#cleanup). The caller's deadline still bounds it; with
+// none, bound (the cleanup deadline) does.
+func dispatchContext(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(context.WithoutCancel(ctx), dl)
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), bound)
 }
 
 // engineAnswered reports whether err carries an Engine HTTP reply that
