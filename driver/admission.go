@@ -65,7 +65,8 @@ type ImageFacts struct {
 }
 
 // Admission is the outcome of admitting a profile against a real Engine
-// (seed policy/preflight.js): every check made, and the facts behind them.
+// (docs/contract.md#profiles-and-admission): every check made, and the facts
+// behind them.
 type Admission struct {
 	Profile string `json:"profile"`
 	// Controller is the controller platform admission checked, "linux/amd64";

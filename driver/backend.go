@@ -50,7 +50,7 @@ func (b *Backend) Profile() profiles.Profile { return b.profile }
 func (b *Backend) Socket() string { return b.socket }
 
 // Support reports the backend identity and admissible network modes
-// (seed SandboxSupport).
+// (docs/contract.md#policy).
 func (b *Backend) Support() sandboxapi.Support {
 	return sandboxapi.Support{
 		BackendID:       BackendID,
@@ -144,7 +144,7 @@ func (b *Backend) admitDaemon(ctx context.Context, eng *engine) (string, error) 
 }
 
 // Reserve validates req synchronously and returns an inert reservation
-// (seed backend.reserve). Unsupported policies (required workspace quota,
+// (docs/contract.md#policy). Unsupported policies (required workspace quota,
 // unrepresentable CPUs, memory under 6 MiB) fail here with
 // *sandboxapi.UnsupportedError; invalid ones with *sandboxapi.ValidationError.
 func (b *Backend) Reserve(req sandboxapi.Request, recovery sandboxapi.RecoveryPolicy) (sandboxapi.Reservation, error) {

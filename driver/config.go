@@ -1,8 +1,7 @@
 // Package driver is qualbox's Docker Engine sandbox backend: it runs one
 // untrusted process per sandbox under an explicit isolation policy, reads
 // every resource back and compares it with the request, and cleans up exactly
-// the resources it created (seed @agen-ai/sandbox-docker README "Execution
-// and files").
+// the resources it created (docs/contract.md#workspace-files).
 //
 // Construction and Reserve are synchronous and inert; Engine effects start at
 // Reservation.Start, after admission of the selected profile. The endpoint is
@@ -21,7 +20,7 @@ import (
 )
 
 // User is the workload's numeric identity. Both IDs are in 1..262143, the
-// range tar ownership fields carry portably (seed README).
+// range tar ownership fields carry portably (docs/contract.md#workspace-files).
 type User struct {
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
@@ -31,7 +30,7 @@ type User struct {
 const MaxArchiveID = 262143
 
 // Dataset is a borrowed read-only image attached at /datasets/<Name>
-// (seed README "Shared read-only datasets").
+// (docs/contract.md#datasets).
 type Dataset struct {
 	// Name is unique and matches ^[a-z][a-z0-9-]{0,62}$.
 	Name string `json:"name"`
@@ -43,7 +42,7 @@ type Dataset struct {
 	Subpath *string `json:"subpath,omitempty"`
 }
 
-// MaxDatasets bounds dataset attachments (seed MAX_DATASET_ATTACHMENTS).
+// MaxDatasets bounds dataset attachments (docs/contract.md#datasets).
 const MaxDatasets = 32
 
 // Config selects the Engine, profile, image and identity of a Backend.

@@ -14,7 +14,7 @@ import (
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
-// Guest paths of the workload (seed policy/container.js).
+// Guest paths of the workload (docs/contract.md#profiles-and-admission).
 const (
 	WorkspacePath = "/workspace"
 	WorkPath      = "/workspace/work"
@@ -30,7 +30,7 @@ var (
 )
 
 // FixedEnvironment is the workload environment every image must match
-// (seed README "Prepare the guest image"), in Engine "NAME=value" form.
+// (docs/contract.md#profiles-and-admission), in Engine "NAME=value" form.
 var FixedEnvironment = []string{
 	"HOME=/home/sandbox",
 	"TMPDIR=/tmp",
@@ -58,7 +58,7 @@ func tmpfsOptions(policy sandboxapi.Policy, user User) map[string]string {
 }
 
 // nanoCPUs converts policy CPUs to Docker NanoCpus; ok is false when the
-// value is not representable exactly (seed assertDockerPolicy).
+// value is not representable exactly (docs/contract.md#profiles-and-admission).
 func nanoCPUs(cpus float64) (int64, bool) {
 	n := cpus * 1e9
 	if n != math.Trunc(n) || n < 1 || n > float64(sandboxapi.MaxSafeInteger) || cpus > 1024 {
@@ -73,9 +73,9 @@ type containerSpec struct {
 	host   *container.HostConfig
 }
 
-// workloadSpec builds the compute or export container (seed containerBody).
-// The export accessor is never started, has no network and mounts the
-// workspace read-only.
+// workloadSpec builds the compute or export container
+// (docs/contract.md#profiles-and-admission). The export accessor is never
+// started, has no network and mounts the workspace read-only.
 func (b *Backend) workloadSpec(record sandboxapi.RecoveryRecord, policy sandboxapi.Policy, role sandboxapi.Role, storage, networkID string) containerSpec {
 	nano, _ := nanoCPUs(policy.Resources.CPUs)
 	pids := policy.Resources.PIDs
@@ -119,7 +119,7 @@ func expectedNetworkMode(policy sandboxapi.Policy, role sandboxapi.Role, network
 }
 
 // containerMounts returns the workspace volume and, for compute, the
-// read-only dataset image mounts (seed datasets/mounts.js).
+// read-only dataset image mounts (docs/contract.md#datasets).
 func containerMounts(datasets []Dataset, role sandboxapi.Role, storage string) []mount.Mount {
 	mounts := []mount.Mount{{
 		Type:          mount.TypeVolume,
@@ -141,9 +141,10 @@ func containerMounts(datasets []Dataset, role sandboxapi.Role, storage string) [
 	return mounts
 }
 
-// ReadbackError reports that an Engine resource differs from what the
-// driver requested (seed verifyContainer). Differences lists one line per
-// field, "path: want X, got Y". The driver never silently fixes a mismatch.
+// ReadbackError reports that an Engine resource differs from what the driver
+// requested (docs/contract.md#profiles-and-admission). Differences lists one
+// line per field, "path: want X, got Y". The driver never silently fixes a
+// mismatch.
 type ReadbackError struct {
 	Resource    string
 	Differences []string
@@ -204,8 +205,9 @@ func (d *differ) err(resource string) error {
 const neverStarted = "0001-01-01T00:00:00Z"
 
 // verifyContainer compares an inspected container with its request field by
-// field (seed verifyContainer). started adds the running-state, AppArmor and
-// network attachment checks that only hold after start.
+// field (docs/contract.md#profiles-and-admission). started adds the
+// running-state, AppArmor and network attachment checks that only hold after
+// start.
 func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi.RecoveryRecord, policy sandboxapi.Policy, role sandboxapi.Role, storage, networkID string, started bool) error {
 	want := b.workloadSpec(record, policy, role, storage, networkID)
 	var d differ
@@ -307,8 +309,8 @@ func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi
 	return d.err(string(role) + " container " + c.ID)
 }
 
-// verifyMounts compares requested and effective mounts (seed
-// verifyContainerMounts).
+// verifyMounts compares requested and effective mounts
+// (docs/contract.md#profiles-and-admission).
 func verifyMounts(d *differ, c container.InspectResponse, want []mount.Mount) {
 	got := c.HostConfig.Mounts
 	if len(got) != len(want) || len(c.Mounts) != len(want) {
@@ -384,8 +386,9 @@ func verifyMounts(d *differ, c container.InspectResponse, want []mount.Mount) {
 	}
 }
 
-// checkPolicy rejects policies Docker cannot represent (seed
-// assertDockerPolicy): non-representable NanoCPUs, under 6 MiB memory.
+// checkPolicy rejects policies Docker cannot represent
+// (docs/contract.md#profiles-and-admission): non-representable NanoCPUs,
+// under 6 MiB memory.
 func checkPolicy(policy sandboxapi.Policy, prof profiles.Profile) error {
 	if _, ok := nanoCPUs(policy.Resources.CPUs); !ok {
 		return &sandboxapi.UnsupportedError{Message: fmt.Sprintf("resources.cpus %v is not representable as Docker NanoCpus (1e-9 steps, at most 1024)", policy.Resources.CPUs)}

@@ -137,10 +137,10 @@ func TestAdmission(t *testing.T) {
 	assert.Check(t, len(adm.Checks) > 15, "every check is recorded")
 	assert.Check(t, is.Len(adm.Failed(), 0))
 
-	seed := newBackend(t, func(c *driver.Config) { c.Profile = "linux-x64" })
-	adm, err = seed.Admit(context.Background())
+	cgroupv2 := newBackend(t, func(c *driver.Config) { c.Profile = "linux-x64" })
+	adm, err = cgroupv2.Admit(context.Background())
 	var ae *driver.AdmissionError
-	assert.Assert(t, errors.As(err, &ae), "the seed's cgroup v2 profile must be rejected here, got %v", err)
+	assert.Assert(t, errors.As(err, &ae), "linux-x64 (cgroup v2) must be rejected here, got %v", err)
 	var unsupported *sandboxapi.UnsupportedError
 	assert.Check(t, errors.As(err, &unsupported))
 	failed := map[string]bool{}

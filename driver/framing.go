@@ -8,10 +8,10 @@ import (
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
-// Bounds of the Engine's multiplexed exec stream (seed process/framing.js,
-// README "Execution and files"). moby's stdcopy grows its buffer to whatever
-// a frame header declares; a sandbox controller must not let the guest's
-// stream decide its memory, so the decoder is ours.
+// Bounds of the Engine's multiplexed exec stream
+// (docs/contract.md#processes-and-streams). moby's stdcopy grows its buffer to
+// whatever a frame header declares; a sandbox controller must not let the
+// guest's stream decide its memory, so the decoder is ours.
 const (
 	// FrameLimit is the largest frame payload a header may declare, in bytes.
 	FrameLimit = 1 << 20

@@ -16,8 +16,8 @@ import (
 // BackendID is this backend's identity in Support and recovery records.
 const BackendID = "qualbox-docker"
 
-// Label keys binding a resource to its recovery record (seed
-// recovery/identity.js resourceLabels, under qualbox's own prefix).
+// Label keys binding a resource to its recovery record, under qualbox's own
+// prefix (docs/contract.md#recovery).
 const (
 	labelRecord        = "dev.qualbox.sandbox.record"
 	labelRole          = "dev.qualbox.sandbox.role"
@@ -61,7 +61,7 @@ func resourceName(namespace sandboxapi.Namespace, operationID string, role sandb
 }
 
 // configurationDigest binds the exact backend configuration: profile, user,
-// workload image and sorted datasets (seed configurationDigest).
+// workload image and sorted datasets (docs/contract.md#recovery).
 func configurationDigest(cfg *Config) string {
 	datasets := append([]Dataset(nil), cfg.Datasets...)
 	sort.Slice(datasets, func(i, j int) bool { return datasets[i].Name < datasets[j].Name })

@@ -18,7 +18,7 @@ import (
 )
 
 // ReserveProcess validates spec and reserves the sandbox's one process
-// (seed DockerProcessOwner constructor). It is synchronous and inert. An
+// (docs/contract.md#processes-and-streams). It is synchronous and inert. An
 // invalid spec is a *sandboxapi.ValidationError; a HOME, TMPDIR or PATH
 // different from the fixed environment is a *sandboxapi.UnsupportedError; a
 // second reservation or a stopped sandbox is a *sandboxapi.StateError.
@@ -61,7 +61,7 @@ func (s *sandbox) ReserveProcess(spec sandboxapi.ProcessSpec) (sandboxapi.Proces
 	return p, nil
 }
 
-// process is the sandbox's one exec (seed DockerProcessOwner).
+// process is the sandbox's one exec (docs/contract.md#processes-and-streams).
 type process struct {
 	s    *sandbox
 	spec sandboxapi.ProcessSpec
@@ -348,10 +348,10 @@ type execInspect struct {
 	ExitCode    *int   `json:"ExitCode"`
 }
 
-// monitor polls exec inspect until the leader's exit code is observed (seed
-// monitor). A non-running exec with a null exit code stays pending. Once
-// stop began, observations are discarded: the receipt becomes
-// unavailable{sandbox_stopped}, never the 137 the removal causes.
+// monitor polls exec inspect until the leader's exit code is observed
+// (docs/contract.md#processes-and-streams). A non-running exec with a null exit
+// code stays pending. Once stop began, observations are discarded: the receipt
+// becomes unavailable{sandbox_stopped}, never the 137 the removal causes.
 func (p *process) monitor(eng *engine, execID, containerID string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -420,7 +420,7 @@ func (p *process) wait(ctx context.Context) (sandboxapi.Exit, error) {
 }
 
 // fail stops the whole sandbox: abandonment, malformed framing, overflow, a
-// lost exec or the execution deadline (seed fail).
+// lost exec or the execution deadline (docs/contract.md#processes-and-streams).
 func (p *process) fail(err error) {
 	p.mu.Lock()
 	owned := p.owned

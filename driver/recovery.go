@@ -21,7 +21,8 @@ var operationIDPattern = regexp.MustCompile(`^[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{
 var _ sandboxapi.Reconciler = (*Backend)(nil)
 
 // recordConflict returns why record cannot belong to this backend's
-// configuration, or "" when it can (seed validateRecord). It needs no Engine.
+// configuration, or "" when it can (docs/contract.md#recovery). It needs no
+// Engine.
 func (b *Backend) recordConflict(r sandboxapi.RecoveryRecord) string {
 	switch {
 	case r.BackendID != BackendID:
@@ -55,8 +56,7 @@ func (b *Backend) recordConflict(r sandboxapi.RecoveryRecord) string {
 }
 
 // Reconcile compares a recovery record with the Engine and returns cleanup
-// ownership only, never a runnable process (seed reconcileDocker, README
-// "Cleanup-only recovery"):
+// ownership only, never a runnable process (docs/contract.md#recovery):
 //
 //   - conflict, before any Engine access, for a record of another backend,
 //     profile revision, namespace, image or configuration;

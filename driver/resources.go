@@ -15,8 +15,9 @@ import (
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
-// Fields of a container inspection that a fingerprint covers (seed
-// resources/fingerprint.js): identity and policy, not runtime state.
+// Fields of a container inspection that a fingerprint covers
+// (docs/contract.md#profiles-and-admission): identity and policy, not runtime
+// state.
 var (
 	fingerprintConfigFields = []string{
 		"Image", "User", "WorkingDir", "Entrypoint", "Cmd", "Env", "Labels", "Tty", "OpenStdin",

@@ -176,10 +176,10 @@ func setPhase(p sandboxapi.Phase) func(*sandboxapi.RecoveryRecord) {
 	return func(r *sandboxapi.RecoveryRecord) { r.Phase = p }
 }
 
-// Start admits the Engine and acquires the sandbox's resources (seed
-// DockerResourceOwner.start). It is bounded by deadlines.startupMs and ctx.
-// On failure it cleans up what it acquired and returns the original error
-// (a *sandboxapi.CleanupError if cleanup failed too).
+// Start admits the Engine and acquires the sandbox's resources
+// (docs/contract.md#profiles-and-admission). It is bounded by
+// deadlines.startupMs and ctx. On failure it cleans up what it acquired and
+// returns the original error (a *sandboxapi.CleanupError if cleanup failed too).
 func (s *sandbox) Start(ctx context.Context) (sandboxapi.Sandbox, error) {
 	s.mu.Lock()
 	if s.startCalled {
@@ -521,7 +521,8 @@ func (s *sandbox) joinStart() {
 }
 
 // Stop force-removes the exact compute container; volume and accessor stay
-// (seed stop). It is bounded by deadlines.cleanupMs and ctx, and retryable.
+// (docs/contract.md#cleanup). It is bounded by deadlines.cleanupMs and ctx, and
+// retryable.
 func (s *sandbox) Stop(ctx context.Context) error {
 	s.markShutdown()
 	s.joinStart()
@@ -534,7 +535,7 @@ func (s *sandbox) Stop(ctx context.Context) error {
 }
 
 // Destroy removes compute, export accessor, volume and network by exact ID
-// (seed destroy). It can be retried after a partial failure.
+// (docs/contract.md#cleanup). It can be retried after a partial failure.
 func (s *sandbox) Destroy(ctx context.Context) error {
 	s.markShutdown()
 	s.joinStart()

@@ -21,11 +21,10 @@ import (
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
-// Workspace transfer (seed README "Execution and files": importTree,
-// exportTree). Bodies stream through the archive endpoint in
-// transfers.chunkBytes chunks; names are checked for duplicates and
-// conflicting ancestors over records sorted externally in the spill
-// directory (transfers.metadataBatchBytes, metadataMergeFanIn), so memory
+// Workspace transfer (docs/contract.md#workspace-files). Bodies stream through
+// the archive endpoint in transfers.chunkBytes chunks; names are checked for
+// duplicates and conflicting ancestors over records sorted externally in the
+// spill directory (transfers.metadataBatchBytes, metadataMergeFanIn), so memory
 // does not grow with the number of entries.
 
 var _ sandboxapi.Transferer = (*sandbox)(nil)
@@ -81,12 +80,12 @@ func (q *quota) add(name string, size int64) error {
 	return nil
 }
 
-// ImportTree streams src into /workspace/work of the running compute
-// container before the process is reserved (seed importTree). Entries are
-// written as uncompressed tar (ustar, PAX where a name needs it) owned by
-// the workload uid/gid with the entry's permission bits, through an
-// io.Pipe into PUT /containers/{id}/archive; the body's first block is
-// checked to be a tar header, never compressed.
+// ImportTree streams src into /workspace/work of the running compute container
+// before the process is reserved (docs/contract.md#workspace-files). Entries are
+// written as uncompressed tar (ustar, PAX where a name needs it) owned by the
+// workload uid/gid with the entry's permission bits, through an io.Pipe into PUT
+// /containers/{id}/archive; the body's first block is checked to be a tar
+// header, never compressed.
 //
 // Errors: *sandboxapi.ValidationError naming a bad source entry (path,
 // order, size mismatch, duplicate, file used as directory);
@@ -303,14 +302,14 @@ func (t *tarOnly) Read(p []byte) (int, error) {
 }
 
 // ExportTree streams the selection from the stopped sandbox's never-started,
-// read-only export accessor into sink (seed exportTree). File and subtree
-// selections stat each ancestor with a bounded HEAD request and require real
-// directories (a symbolic link is never followed), then GET only the
-// selected entry; the whole workspace is GET /workspace/work. The sink first
-// receives the selection's ancestors as directories, then every entry with
-// its workspace-relative path. Every archive byte is validated incrementally
-// (package archive); bytes stay provisional until the whole export
-// validated, then sink.Commit; on any failure sink.Discard.
+// read-only export accessor into sink (docs/contract.md#workspace-files). File
+// and subtree selections stat each ancestor with a bounded HEAD request and
+// require real directories (a symbolic link is never followed), then GET only
+// the selected entry; the whole workspace is GET /workspace/work. The sink first
+// receives the selection's ancestors as directories, then every entry with its
+// workspace-relative path. Every archive byte is validated incrementally
+// (package archive); bytes stay provisional until the whole export validated,
+// then sink.Commit; on any failure sink.Discard.
 //
 // Errors: *sandboxapi.ValidationError for a bad selection or one that names
 // a missing entry, a link or the wrong kind; *sandboxapi.StateError unless

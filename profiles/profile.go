@@ -2,10 +2,10 @@
 //
 // A profile is a closed, explicit composition of controller, Docker Engine
 // daemon, guest image, cgroup, AppArmor and seccomp expectations that the
-// driver's admission (seed policy/preflight.js) and the qualification harness
-// check against a real Engine. It implements the profile table of the seed
-// README section "Execution and files" (seed policy/profiles.js) and adds
-// profiles for hosts the seed did not qualify.
+// driver's admission and the qualification harness check against a real
+// Engine (docs/contract.md#profiles-and-admission). It holds the reference
+// profiles (linux-x64 and the Docker Desktop ones) and adds profiles for
+// hosts qualbox qualifies itself (docs/qualification.md#profiles).
 //
 // Each profile is one YAML document in profiles/<name>.yaml, embedded in the
 // binary, decoded strictly (unknown, missing or mistyped fields are errors
@@ -22,7 +22,7 @@ type Profile struct {
 	Name string
 	// BackendRevision is the driver revision bound into recovery records
 	// (`backendRevision`), "engine-<min API>-v<N>-<name>", for example
-	// "engine-1.52-v4-linux-x64" (seed README "Cleanup-only recovery").
+	// "engine-1.52-v4-linux-x64" (docs/contract.md#recovery).
 	// Revisions are unique across profiles.
 	BackendRevision string
 	// Controller is the platform of the process that talks to the Engine
@@ -40,7 +40,7 @@ type Profile struct {
 	// Seccomp lists the accepted seccomp security options (`seccomp`).
 	Seccomp Seccomp
 	// Datasets is what shared read-only datasets additionally require
-	// (`datasets`, seed README "Shared read-only datasets"). It applies only
+	// (`datasets`; docs/contract.md#datasets). It applies only
 	// when a caller attaches at least one dataset.
 	Datasets DatasetRequirements
 	// Qualification records whether qualbox evidence exists for the profile
@@ -57,7 +57,8 @@ type Platform struct {
 	Architecture string
 }
 
-// Daemon is the expected Docker Engine daemon (seed preflight.js verifyDaemon).
+// Daemon is the expected Docker Engine daemon
+// (docs/contract.md#profiles-and-admission).
 type Daemon struct {
 	// Architecture is the required /version Arch (`architecture`), "amd64" or
 	// "arm64". /version Os must be "linux" for every profile.
@@ -82,8 +83,8 @@ type Daemon struct {
 // DesktopOperatingSystem is the /info OperatingSystem of Docker Desktop.
 const DesktopOperatingSystem = "Docker Desktop"
 
-// Image is the expected workload image platform (seed preflight.js
-// verifyImage).
+// Image is the expected workload image platform
+// (docs/contract.md#profiles-and-admission).
 type Image struct {
 	// Architecture is the required image inspect Architecture
 	// (`architecture`), "amd64" or "arm64"; Os is always "linux".
@@ -102,7 +103,7 @@ type Cgroup struct {
 }
 
 // CgroupNamespace says how a profile establishes the private cgroup
-// namespace every seed profile requires.
+// namespace every profile requires.
 type CgroupNamespace struct {
 	// SecurityOption requires "name=cgroupns" in /info SecurityOptions
 	// (`securityOption`). cgroup v1 daemons never report it, so it must be
@@ -143,7 +144,7 @@ type Seccomp struct {
 }
 
 // DatasetRequirements is what shared read-only dataset attachments require
-// beyond the execution profile (seed README "Shared read-only datasets").
+// beyond the execution profile (docs/contract.md#datasets).
 type DatasetRequirements struct {
 	// MinEngineVersion is the lowest stable /version Version,
 	// "<major>.<minor>.<patch>" (`minEngineVersion`), for example "29.1.4".

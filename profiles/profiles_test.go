@@ -32,8 +32,9 @@ func TestAllEmbeddedProfilesLoad(t *testing.T) {
 	}
 }
 
-func TestSeedProfiles(t *testing.T) {
-	// Seed policy/profiles.js and preflight.js, field for field.
+func TestReferenceProfiles(t *testing.T) {
+	// The reference profiles, field for field
+	// (docs/contract.md#profiles-and-admission).
 	linux := Profile{
 		Name:            "linux-x64",
 		BackendRevision: "engine-1.52-v4-linux-x64",

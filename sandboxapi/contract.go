@@ -2,7 +2,7 @@ package sandboxapi
 
 import "context"
 
-// Support describes what a backend can admit (seed SandboxSupport).
+// Support describes what a backend can admit (docs/contract.md#policy).
 type Support struct {
 	BackendID       string        `json:"backendId"`
 	BackendRevision string        `json:"backendRevision"`
@@ -23,7 +23,7 @@ const (
 )
 
 // EffectivePolicy is what a started sandbox actually enforces, as read back
-// from the backend (seed SandboxEffectivePolicy).
+// from the backend (docs/contract.md#policy).
 type EffectivePolicy struct {
 	BackendIdentity    string             `json:"backendIdentity"`
 	Isolation          Isolation          `json:"isolation"`
@@ -35,7 +35,7 @@ type EffectivePolicy struct {
 	WorkspaceDiskQuota WorkspaceDiskQuota `json:"workspaceDiskQuota"`
 }
 
-// Backend creates sandboxes (seed SandboxBackend).
+// Backend creates sandboxes (docs/contract.md#policy).
 type Backend interface {
 	// Support reports the backend's identity and admissible modes.
 	Support() Support
@@ -63,7 +63,7 @@ type Reservation interface {
 	Start(ctx context.Context) (Sandbox, error)
 }
 
-// Sandbox is a started sandbox (seed Sandbox).
+// Sandbox is a started sandbox (docs/contract.md#policy).
 type Sandbox interface {
 	CleanupOwner
 	ID() SandboxID

@@ -27,8 +27,7 @@ func (i Issue) PathString() string {
 }
 
 // ValidationError reports caller input that does not satisfy the contract.
-// It is the Go form of the seed's SandboxValidationError: every issue names
-// the field path it concerns.
+// Every issue names the field path it concerns (docs/contract.md#errors).
 type ValidationError struct {
 	Issues []Issue
 }
@@ -47,8 +46,8 @@ func (e *ValidationError) Error() string {
 }
 
 // UnsupportedError reports a request, host or Engine that the selected
-// backend and profile cannot admit (seed SandboxUnsupportedError). It is
-// returned before any resource effect where the seed says so.
+// backend and profile cannot admit (docs/contract.md#errors). It is
+// returned before any resource effect where the contract says so.
 type UnsupportedError struct {
 	Message string
 	Err     error
@@ -65,9 +64,8 @@ func (e *UnsupportedError) Error() string {
 
 func (e *UnsupportedError) Unwrap() error { return e.Err }
 
-// StateError reports an operation that the current lifecycle state forbids,
-// or a resource whose identity no longer matches its owner (seed
-// SandboxStateError).
+// StateError reports an operation that the current lifecycle state forbids, or a
+// resource whose identity no longer matches its owner (docs/contract.md#errors).
 type StateError struct {
 	Message string
 	Err     error
@@ -84,7 +82,7 @@ func (e *StateError) Error() string {
 
 func (e *StateError) Unwrap() error { return e.Err }
 
-// Code classifies an OperationError (seed SandboxOperationError codes).
+// Code classifies an OperationError (docs/contract.md#errors).
 type Code string
 
 // Operation error codes.

@@ -14,8 +14,7 @@ import (
 	"unicode/utf8"
 )
 
-// Workspace transfer contract (seed README "Execution and files": importTree
-// and exportTree).
+// Workspace transfer contract (docs/contract.md#workspace-files).
 
 // MaxTransferFileBytes is the largest regular file a transfer carries:
 // 8 GiB - 1, the largest size an 11-digit octal tar size field holds. The
@@ -154,7 +153,7 @@ type TreeSink interface {
 // SelectionKind names what an export selects.
 type SelectionKind string
 
-// Selection kinds (seed exportTree selections).
+// Selection kinds (docs/contract.md#workspace-files).
 const (
 	SelectWhole   SelectionKind = "whole"
 	SelectFile    SelectionKind = "file"
@@ -197,9 +196,9 @@ func (s Selection) Validate() error {
 	return &ValidationError{Issues: []Issue{{Path: []string{"selection", "kind"}, Message: fmt.Sprintf("%q is not whole, file or subtree", s.Kind)}}}
 }
 
-// TransferOptions are a transfer's optional bounds (seed deadlineAt and
-// logical quotas). The zero value sets none: there is no default transfer
-// lifetime and no universal count or byte ceiling.
+// TransferOptions are a transfer's optional bounds
+// (docs/contract.md#workspace-files). The zero value sets none: there is no
+// default transfer lifetime and no universal count or byte ceiling.
 type TransferOptions struct {
 	// Deadline, if non-zero, ends the transfer with deadline_exceeded.
 	Deadline time.Time
@@ -227,7 +226,7 @@ func (o TransferOptions) Validate() error {
 }
 
 // Transferer is implemented by sandboxes that move files in and out of the
-// workspace (seed importTree/exportTree). It is separate from Sandbox so
+// workspace (docs/contract.md#workspace-files). It is separate from Sandbox so
 // backends without transfers keep satisfying Sandbox.
 type Transferer interface {
 	// ImportTree streams src into the workspace before the process is

@@ -13,8 +13,8 @@ type SandboxID string
 // ProcessID identifies one sandbox process (at most MaxIdentityBytes).
 type ProcessID string
 
-// ValidIdentity reports whether s is a bounded identity in the seed's sense
-// (policy/schemas.js safeIdentity): non-empty, valid UTF-8, at most max bytes,
+// ValidIdentity reports whether s is a bounded identity in the contract's
+// sense (docs/contract.md#policy): non-empty, valid UTF-8, at most max bytes,
 // and free of ASCII control characters, space, DEL, '/' and '\'.
 func ValidIdentity(s string, max int) bool {
 	if s == "" || len(s) > max || !utf8.ValidString(s) {
@@ -29,7 +29,7 @@ func ValidIdentity(s string, max int) bool {
 }
 
 // ParseNamespace validates s as a Namespace (at most MaxNamespaceBytes, see
-// ValidIdentity; seed namespaceSchema). It returns a *ValidationError whose
+// ValidIdentity). It returns a *ValidationError whose
 // single issue has an empty path.
 func ParseNamespace(s string) (Namespace, error) {
 	if !ValidIdentity(s, MaxNamespaceBytes) {
@@ -38,8 +38,8 @@ func ParseNamespace(s string) (Namespace, error) {
 	return Namespace(s), nil
 }
 
-// ParseSandboxID validates s as a SandboxID (at most MaxIdentityBytes; seed
-// sandboxIdSchema). It returns a *ValidationError on failure.
+// ParseSandboxID validates s as a SandboxID (at most MaxIdentityBytes). It
+// returns a *ValidationError on failure.
 func ParseSandboxID(s string) (SandboxID, error) {
 	if !ValidIdentity(s, MaxIdentityBytes) {
 		return "", rootIssue("expected a sandbox ID of 1 to %d bytes without whitespace, control characters or separators", MaxIdentityBytes)
@@ -47,8 +47,8 @@ func ParseSandboxID(s string) (SandboxID, error) {
 	return SandboxID(s), nil
 }
 
-// ParseProcessID validates s as a ProcessID (at most MaxIdentityBytes; seed
-// processIdSchema). It returns a *ValidationError on failure.
+// ParseProcessID validates s as a ProcessID (at most MaxIdentityBytes). It
+// returns a *ValidationError on failure.
 func ParseProcessID(s string) (ProcessID, error) {
 	if !ValidIdentity(s, MaxIdentityBytes) {
 		return "", rootIssue("expected a process ID of 1 to %d bytes without whitespace, control characters or separators", MaxIdentityBytes)

@@ -1,8 +1,8 @@
 package sandboxapi
 
-// Bounds the seed (SANDBOX_LIMITS in @agen-ai/sandbox policy/limits.js) names
-// but does not show. Each value is qualbox's choice; the reasons are next to
-// them. Byte bounds count UTF-8 bytes.
+// Bounds of the contract (docs/contract.md#policy). Where the contract names a
+// bound without fixing its value, the value is qualbox's choice; the reasons are
+// next to them. Byte bounds count UTF-8 bytes.
 const (
 	// MaxIdentityBytes bounds identities (backend IDs, revisions, operation,
 	// sandbox and process IDs, resource names, environment variable names).
@@ -39,14 +39,14 @@ const (
 	// MaxBufferedOutputBytes bounds streams.maxBufferedOutputBytes.
 	MaxBufferedOutputBytes = 64 * 1024 * 1024
 	// MaxHighWaterMarkBytes bounds streams.highWaterMarkBytes; the Docker
-	// backend stages at most one such chunk per raw output channel (seed
-	// README "Execution and files": at most 64 KiB each).
+	// backend stages at most one such chunk per raw output channel (at most
+	// 64 KiB each; docs/contract.md#processes-and-streams).
 	MaxHighWaterMarkBytes = 64 * 1024
 	// MaxStartupMs bounds deadlines.startupMs (one hour).
 	MaxStartupMs = 60 * 60 * 1000
 	// MaxCleanupMs bounds deadlines.cleanupMs (one hour).
 	MaxCleanupMs = 60 * 60 * 1000
-	// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the seed's
-	// ceiling for every positive integer field.
+	// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the contract's
+	// ceiling for every positive integer field (docs/contract.md#policy).
 	MaxSafeInteger = 1<<53 - 1
 )

@@ -1,6 +1,6 @@
 package sandboxapi
 
-// Resources are the workload's compute limits (seed SandboxResources).
+// Resources are the workload's compute limits (docs/contract.md#policy).
 type Resources struct {
 	// CPUs is a positive, finite number of CPUs (Docker NanoCpus / 1e9).
 	CPUs float64 `json:"cpus"`
@@ -11,13 +11,13 @@ type Resources struct {
 }
 
 // TemporaryStorage sizes the two tmpfs mounts, in bytes
-// (seed SandboxTemporaryStorage): /home/sandbox and /tmp.
+// (docs/contract.md#policy): /home/sandbox and /tmp.
 type TemporaryStorage struct {
 	HomeBytes int64 `json:"homeBytes"`
 	TempBytes int64 `json:"tempBytes"`
 }
 
-// NetworkKind selects the workload's network (seed SandboxNetworkPolicy).
+// NetworkKind selects the workload's network (docs/contract.md#policy).
 type NetworkKind string
 
 // Network kinds.
@@ -48,7 +48,7 @@ const AccountingAllocatedBlocks = "allocated_blocks"
 
 // WorkspaceDiskQuota is {"kind": "not_requested"} (the default) or
 // {"kind": "required", "bytes": N, "accounting": "allocated_blocks"}
-// (seed SandboxWorkspaceDiskQuota). Bytes and Accounting are zero unless
+// (docs/contract.md#policy). Bytes and Accounting are zero unless
 // Kind is QuotaRequired.
 type WorkspaceDiskQuota struct {
 	Kind       QuotaKind `json:"kind"`
@@ -66,7 +66,7 @@ const (
 )
 
 // Execution is {"kind": "until_stopped"} (the default, no timer) or
-// {"kind": "deadline", "timeoutMs": N} (seed SandboxExecutionPolicy). The
+// {"kind": "deadline", "timeoutMs": N} (docs/contract.md#policy). The
 // deadline starts when the process starts; WithSandbox also bounds its
 // callback by it. TimeoutMs is zero unless Kind is ExecutionDeadline.
 type Execution struct {
@@ -75,7 +75,7 @@ type Execution struct {
 }
 
 // Deadlines bound infrastructure observations, in milliseconds
-// (seed SandboxDeadlines): startup covers admission and provisioning,
+// (docs/contract.md#policy): startup covers admission and provisioning,
 // cleanup covers each stop or destroy.
 type Deadlines struct {
 	StartupMs int64 `json:"startupMs"`
@@ -83,7 +83,7 @@ type Deadlines struct {
 }
 
 // TransferBuffers size workspace transfer working memory
-// (seed SandboxTransferBuffers).
+// (docs/contract.md#policy).
 type TransferBuffers struct {
 	// ChunkBytes is the transfer chunk size, 512..MaxTransferChunkBytes.
 	ChunkBytes int64 `json:"chunkBytes"`
@@ -94,7 +94,7 @@ type TransferBuffers struct {
 	MetadataMergeFanIn int64 `json:"metadataMergeFanIn"`
 }
 
-// StreamLimits bound process streams, in bytes (seed SandboxStreamLimits).
+// StreamLimits bound process streams, in bytes (docs/contract.md#policy).
 type StreamLimits struct {
 	// MaxStdinBytes, when set, is the lifetime stdin byte limit.
 	MaxStdinBytes *int64 `json:"maxStdinBytes,omitempty"`
@@ -109,8 +109,8 @@ type StreamLimits struct {
 	HighWaterMarkBytes int64 `json:"highWaterMarkBytes"`
 }
 
-// Policy is a normalized sandbox policy (seed SandboxPolicy): every field is
-// set and within the seed's bounds. Obtain one from ParsePolicy,
+// Policy is a normalized sandbox policy (docs/contract.md#policy): every field is
+// set and within the contract's bounds. Obtain one from ParsePolicy,
 // ParseRequest or Policy.Normalize.
 type Policy struct {
 	Resources          Resources          `json:"resources"`
@@ -123,7 +123,7 @@ type Policy struct {
 	Streams            StreamLimits       `json:"streams"`
 }
 
-// Request is a normalized sandbox request (seed SandboxRequest).
+// Request is a normalized sandbox request (docs/contract.md#policy).
 type Request struct {
 	Policy Policy `json:"policy"`
 }

@@ -10,12 +10,12 @@ import (
 // ParseRequest and Request.Normalize report "policy.resources.memoryBytes".
 // JSON parsers and Go methods report the same paths for the same problem.
 
-// ParsePolicy decodes a JSON policy strictly (seed policySchema) and returns
-// it normalized: an absent workspaceDiskQuota becomes not_requested and an
-// absent execution becomes until_stopped. Unknown fields, wrong JSON kinds
-// (null included), non-integers where integers are required, out-of-range
-// values and duplicate keys are all reported in one *ValidationError whose
-// issue paths are relative to the policy, e.g. "resources.memoryBytes".
+// ParsePolicy decodes a JSON policy strictly (docs/contract.md#policy) and
+// returns it normalized: an absent workspaceDiskQuota becomes not_requested and
+// an absent execution becomes until_stopped. Unknown fields, wrong JSON kinds
+// (null included), non-integers where integers are required, out-of-range values
+// and duplicate keys are all reported in one *ValidationError whose issue paths
+// are relative to the policy, e.g. "resources.memoryBytes".
 func ParsePolicy(data []byte) (Policy, error) {
 	var l issueList
 	tree, ok := decodeTree(data, &l)
@@ -26,9 +26,9 @@ func ParsePolicy(data []byte) (Policy, error) {
 	return finishPolicy(&l, p, nil)
 }
 
-// ParseRequest decodes a JSON request {"policy": {...}} strictly (seed
-// requestSchema) and normalizes its policy as ParsePolicy does. Issue paths
-// start with "policy.".
+// ParseRequest decodes a JSON request {"policy": {...}} strictly
+// (docs/contract.md#policy) and normalizes its policy as ParsePolicy does. Issue
+// paths start with "policy.".
 func ParseRequest(data []byte) (Request, error) {
 	var l issueList
 	tree, ok := decodeTree(data, &l)
@@ -55,7 +55,7 @@ func finishPolicy(structural *issueList, p Policy, path []string) (Policy, error
 	return p, nil
 }
 
-// Normalize applies the seed's defaults to a Go-constructed policy (a zero
+// Normalize applies the contract's defaults to a Go-constructed policy (a zero
 // WorkspaceDiskQuota.Kind becomes not_requested, a zero Execution.Kind
 // becomes until_stopped) and checks every bound ParsePolicy checks. Issue
 // paths are relative to the policy ("resources.memoryBytes"). The result
@@ -185,7 +185,7 @@ func (t TransferBuffers) check(l *issueList, path []string) {
 	l.intRange(at(path, "metadataMergeFanIn"), t.MetadataMergeFanIn, 2, MaxMetadataMergeFanIn)
 }
 
-// check also enforces the seed's refinement that the high-water mark fits
+// check also enforces the contract's rule that the high-water mark fits
 // within both buffer bounds; that issue is reported at highWaterMarkBytes.
 func (s StreamLimits) check(l *issueList, path []string) {
 	if s.MaxStdinBytes != nil {
@@ -304,7 +304,7 @@ func quotaFromTree(n node) WorkspaceDiskQuota {
 	return q
 }
 
-// Validate checks s against the seed's supportSchema: backendId and
+// Validate checks s against the contract's support shape: backendId and
 // backendRevision are identities, networkModes holds one or two distinct
 // network kinds, and the three unsupported capabilities are false. Issue
 // paths are relative to s ("networkModes.1").
@@ -335,7 +335,7 @@ func (s Support) Validate() error {
 	return l.err()
 }
 
-// Validate checks e against the seed's effectiveSchema: an identity
+// Validate checks e against the contract's effective-policy shape: an identity
 // backendIdentity, isolation container or virtual_machine, resources,
 // temporary storage and network within the policy bounds, nonRoot and
 // readOnlyRoot true, and workspaceDiskQuota not_requested. Issue paths are

@@ -6,9 +6,9 @@ import (
 )
 
 // ProcessSpec describes the one process a sandbox runs
-// (seed SandboxProcessSpec). Executable and Cwd are absolute, canonical guest
-// paths; Args are literal (no shell); Env holds explicit entries only, the
-// backend adds its fixed HOME, TMPDIR and PATH.
+// (docs/contract.md#processes-and-streams). Executable and Cwd are absolute,
+// canonical guest paths; Args are literal (no shell); Env holds explicit entries
+// only, the backend adds its fixed HOME, TMPDIR and PATH.
 type ProcessSpec struct {
 	Executable string            `json:"executable"`
 	Args       []string          `json:"args"`
@@ -30,9 +30,9 @@ const (
 // sandbox's compute was removed before the leader's status was observed.
 const ReasonSandboxStopped = "sandbox_stopped"
 
-// Exit is the leader's exit receipt (seed SandboxProcessExit), one of
-// {"kind":"exited","code":0..255}, {"kind":"signaled","signal":"SIGKILL"} or
-// {"kind":"unavailable","reason":"sandbox_stopped"}. It describes the leader
+// Exit is the leader's exit receipt (docs/contract.md#processes-and-streams),
+// one of {"kind":"exited","code":0..255}, {"kind":"signaled","signal":"SIGKILL"}
+// or {"kind":"unavailable","reason":"sandbox_stopped"}. It describes the leader
 // only; descendants stay owned until the sandbox stops.
 type Exit struct {
 	Kind   ExitKind `json:"kind"`
@@ -48,7 +48,7 @@ func Exited(code int) Exit { return Exit{Kind: ExitExited, Code: code} }
 func Unavailable() Exit { return Exit{Kind: ExitUnavailable, Reason: ReasonSandboxStopped} }
 
 // Process is a started sandbox process with owned standard streams
-// (seed SandboxProcessStreams).
+// (docs/contract.md#processes-and-streams).
 type Process interface {
 	// Stdin accepts binary input with backpressure; Close half-closes it so
 	// the process reads EOF.
@@ -63,7 +63,7 @@ type Process interface {
 }
 
 // ProcessReservation is an inert reservation of the sandbox's one process
-// (seed SandboxProcessReservation). Stop's scope is the whole sandbox.
+// (docs/contract.md#processes-and-streams). Stop's scope is the whole sandbox.
 type ProcessReservation interface {
 	ID() ProcessID
 	// Start launches the process once; a second call is a *StateError.

@@ -9,8 +9,8 @@ import (
 )
 
 // ValidGuestPath reports whether p is an absolute, canonical guest path
-// (seed files guestPathSchema): it starts with '/', has no empty, "." or
-// ".." segment, no trailing '/' unless it is "/", no NUL byte, is valid
+// (docs/contract.md#processes-and-streams): it starts with '/', has no empty,
+// "." or ".." segment, no trailing '/' unless it is "/", no NUL byte, is valid
 // UTF-8 and is at most MaxPathBytes bytes.
 func ValidGuestPath(p string) bool {
 	return guestPathProblem(p) == ""
@@ -55,10 +55,10 @@ func ValidEnvName(name string) bool {
 	return true
 }
 
-// ParseProcessSpec decodes a JSON process spec strictly (seed
-// parseSandboxProcessSpec): the object has exactly executable, args, env and
-// cwd, all required, and satisfies Validate. Issue paths are relative to the
-// spec: "executable", "args.3", "env.FOO".
+// ParseProcessSpec decodes a JSON process spec strictly
+// (docs/contract.md#processes-and-streams): the object has exactly executable,
+// args, env and cwd, all required, and satisfies Validate. Issue paths are
+// relative to the spec: "executable", "args.3", "env.FOO".
 func ParseProcessSpec(data []byte) (ProcessSpec, error) {
 	var l issueList
 	tree, ok := decodeTree(data, &l)
@@ -89,14 +89,14 @@ func ParseProcessSpec(data []byte) (ProcessSpec, error) {
 	return spec, nil
 }
 
-// Validate checks a process spec (seed processSchema): Executable and Cwd
-// are valid guest paths (ValidGuestPath); at most MaxArgs Args, each NUL-free,
-// valid UTF-8 and at most MaxRecipeBytes bytes; at most MaxEnvEntries Env
-// entries with names satisfying ValidEnvName and values NUL-free, valid UTF-8
-// and at most MaxEnvValueBytes bytes; and the whole spec's JSON encoding (as
-// JSON.stringify writes it) at most MaxRecipeBytes bytes. Nil Args and Env
-// are empty. It returns a *ValidationError with paths such as "args.3" and
-// "env.FOO"; the aggregate size issue has an empty path.
+// Validate checks a process spec (docs/contract.md#processes-and-streams):
+// Executable and Cwd are valid guest paths (ValidGuestPath); at most MaxArgs
+// Args, each NUL-free, valid UTF-8 and at most MaxRecipeBytes bytes; at most
+// MaxEnvEntries Env entries with names satisfying ValidEnvName and values
+// NUL-free, valid UTF-8 and at most MaxEnvValueBytes bytes; and the whole spec's
+// JSON encoding (as JSON.stringify writes it) at most MaxRecipeBytes bytes. Nil
+// Args and Env are empty. It returns a *ValidationError with paths such as
+// "args.3" and "env.FOO"; the aggregate size issue has an empty path.
 func (s ProcessSpec) Validate() error {
 	var l issueList
 	s.check(&l)
@@ -150,8 +150,9 @@ func (l *issueList) text(path []string, s string, max int) {
 	}
 }
 
-// recipeBytes is the length of JSON.stringify of the spec as the seed
-// serializes it: {"executable":..,"args":[..],"env":{..},"cwd":..}.
+// recipeBytes is the length of the spec's compact JSON text in the contract's
+// field order (docs/contract.md#processes-and-streams):
+// {"executable":..,"args":[..],"env":{..},"cwd":..}.
 func (s ProcessSpec) recipeBytes() int {
 	n := len(`{"executable":,"args":[],"env":{},"cwd":}`)
 	n += jsonStringBytes(s.Executable) + jsonStringBytes(s.Cwd)
@@ -184,10 +185,11 @@ func sortedKeys(m map[string]string) []string {
 // Signaled returns the receipt of a leader killed by signal, e.g. "SIGKILL".
 func Signaled(signal string) Exit { return Exit{Kind: ExitSignaled, Signal: signal} }
 
-// ParseExit decodes a JSON exit receipt strictly (seed exitSchema):
-// {"kind":"exited","code":0..255}, {"kind":"signaled","signal":"SIG..."} or
-// {"kind":"unavailable","reason":"sandbox_stopped"}, nothing else. It returns
-// a *ValidationError with paths "kind", "code", "signal" or "reason".
+// ParseExit decodes a JSON exit receipt strictly
+// (docs/contract.md#processes-and-streams): {"kind":"exited","code":0..255},
+// {"kind":"signaled","signal":"SIG..."} or
+// {"kind":"unavailable","reason":"sandbox_stopped"}, nothing else. It returns a
+// *ValidationError with paths "kind", "code", "signal" or "reason".
 func ParseExit(data []byte) (Exit, error) {
 	var l issueList
 	tree, ok := decodeTree(data, &l)
@@ -293,7 +295,7 @@ func (e Exit) String() string {
 	return fmt.Sprintf("invalid exit %q", string(e.Kind))
 }
 
-// MarshalJSON writes exactly the seed's shape for e.Kind, so an exit with
+// MarshalJSON writes exactly the contract's shape for e.Kind, so an exit with
 // code 0 keeps its "code" field. Other kinds' fields are not written.
 func (e Exit) MarshalJSON() ([]byte, error) {
 	switch e.Kind {

@@ -2,7 +2,7 @@ package sandboxapi
 
 import "context"
 
-// RecoveryFormat is the only recovery record format (seed recovery v2).
+// RecoveryFormat is the only recovery record format (docs/contract.md#recovery).
 const RecoveryFormat = "agenai.sandbox-recovery.v2"
 
 // Phase is a recovery record's lifecycle phase.
@@ -76,7 +76,7 @@ type Authority struct {
 }
 
 // RecoveryRecord is the durable, non-secret ownership record of one sandbox
-// (seed SandboxRecoveryRecord, format agenai.sandbox-recovery.v2), field for
+// (format agenai.sandbox-recovery.v2; docs/contract.md#recovery), field for
 // field. Invariants (checked by ParseRecoveryRecord): 1..4 resources with
 // unique roles and unique names; an unverified authority only in phase
 // reserved with every resource planned; serialized size at most
@@ -100,8 +100,9 @@ type RecoveryRecord struct {
 // each resource effect and waits for it; an error aborts the effect.
 type PersistFunc func(ctx context.Context, record RecoveryRecord) error
 
-// RecoveryPolicy is the seed's SandboxRecoveryPolicy: in-process (Persist is
-// nil, records live only in memory) or persisted through Persist.
+// RecoveryPolicy is the contract's recovery policy (docs/contract.md#recovery):
+// in-process (Persist is nil, records live only in memory) or persisted through
+// Persist.
 type RecoveryPolicy struct {
 	Persist PersistFunc
 }
@@ -114,7 +115,7 @@ func InProcess() RecoveryPolicy { return RecoveryPolicy{} }
 func Persisted(persist PersistFunc) RecoveryPolicy { return RecoveryPolicy{Persist: persist} }
 
 // CleanupOwner can stop and destroy a sandbox's exact resources
-// (seed SandboxCleanupOwner). It never runs a process.
+// (docs/contract.md#recovery). It never runs a process.
 type CleanupOwner interface {
 	// RecoveryRecord returns the latest record of the owned resources.
 	RecoveryRecord() RecoveryRecord
@@ -136,7 +137,7 @@ const (
 )
 
 // Reconciliation is the outcome of reconciling a recovery record with the
-// Engine (seed SandboxReconciliation): matched or uncertain carry Owner;
+// Engine (docs/contract.md#recovery): matched or uncertain carry Owner;
 // conflict carries Reason; absent carries Record. The caller persists
 // Owner.RecoveryRecord() before cleanup when it differs from its input.
 type Reconciliation struct {

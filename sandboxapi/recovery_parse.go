@@ -6,7 +6,8 @@ import (
 	"slices"
 )
 
-// Kind names the recovery policy as the seed's SandboxRecoveryPolicy does:
+// Kind names the recovery policy as the contract does
+// (docs/contract.md#recovery):
 // "in_process" when Persist is nil, "persisted" otherwise.
 func (p RecoveryPolicy) Kind() string {
 	if p.Persist == nil {
@@ -30,12 +31,12 @@ func ValidDigest(s string) bool {
 	return true
 }
 
-// ParseRecoveryRecord decodes a JSON recovery record strictly (seed
-// parseSandboxRecoveryRecord). Before decoding, the record's compact JSON
-// encoding must be at most MaxRecoveryBytes bytes; a larger record is one
-// root issue. Unknown fields, wrong kinds and every invariant of Validate
-// are reported in one *ValidationError with paths relative to the record,
-// e.g. "resources.1.identity.kind".
+// ParseRecoveryRecord decodes a JSON recovery record strictly
+// (docs/contract.md#recovery). Before decoding, the record's compact JSON
+// encoding must be at most MaxRecoveryBytes bytes; a larger record is one root
+// issue. Unknown fields, wrong kinds and every invariant of Validate are
+// reported in one *ValidationError with paths relative to the record, e.g.
+// "resources.1.identity.kind".
 func ParseRecoveryRecord(data []byte) (RecoveryRecord, error) {
 	if len(data) > MaxRecoveryBytes {
 		// Whitespace does not count, as it would not in JSON.stringify.
@@ -105,7 +106,7 @@ func ParseRecoveryRecord(data []byte) (RecoveryRecord, error) {
 	return r, nil
 }
 
-// Validate checks every invariant of the seed's recoverySchema: its compact
+// Validate checks every invariant of the contract's recovery record: its compact
 // JSON encoding is at most MaxRecoveryBytes bytes (checked first, alone);
 // format is RecoveryFormat; backendId, backendRevision, operationId,
 // sandboxId, resource names and identified IDs are identities (namespace

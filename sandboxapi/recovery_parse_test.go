@@ -28,7 +28,7 @@ func validRecord() RecoveryRecord {
 	}
 }
 
-// The seed's JSON shape: planned/creating identities and an unverified
+// The contract's JSON shape: planned/creating identities and an unverified
 // authority carry nothing but their kind.
 const validRecordJSON = `{"format":"agenai.sandbox-recovery.v2","backendId":"docker","backendRevision":"qualbox-1",` +
 	`"namespace":"ns","operationId":"op-1","sandboxId":"sb-1",` +

@@ -8,9 +8,8 @@ import (
 	"sync"
 )
 
-// RawStreams are a backend's unowned process streams: what the Engine
-// attachment gives before any limit is applied (the seed's raw
-// SandboxProcessStreams handed to ownProcessStreams).
+// RawStreams are a backend's unowned process streams: what the Engine attachment
+// gives before any limit is applied (docs/contract.md#processes-and-streams).
 //
 // Stdin receives the process's input; its Close must half-close so the
 // process reads EOF. Stdout and Stderr are read by one goroutine each; when
@@ -36,9 +35,8 @@ type RawStreams struct {
 }
 
 // OwnedStreams owns a process's raw streams and enforces the policy's
-// StreamLimits on them (seed process/streams.js ownProcessStreams with
-// SandboxInput and SandboxOutput). It implements Process. All byte counts
-// are bytes; every method is safe for concurrent use.
+// StreamLimits on them (docs/contract.md#processes-and-streams). It implements
+// Process. All byte counts are bytes; every method is safe for concurrent use.
 //
 // Stdin: Write hands bytes to the raw stdin in chunks of at most
 // HighWaterMarkBytes, serializing concurrent writes, and returns when the
@@ -294,7 +292,7 @@ func (s *OwnedStreams) settle() {
 	close(s.done)
 }
 
-// ownedInput is the public stdin (seed SandboxInput).
+// ownedInput is the public stdin (docs/contract.md#processes-and-streams).
 type ownedInput struct {
 	s          *OwnedStreams
 	wmu        sync.Mutex // serializes raw writes
@@ -394,7 +392,8 @@ func (in *ownedInput) Close() error {
 	return nil
 }
 
-// ownedOutput is a public stdout or stderr reader (seed SandboxOutput).
+// ownedOutput is a public stdout or stderr reader
+// (docs/contract.md#processes-and-streams).
 type ownedOutput struct {
 	s    *OwnedStreams
 	name string

@@ -2,15 +2,15 @@ package sandboxapi
 
 // Strict JSON decoding for the parsers in this package.
 //
-// encoding/json cannot do what the seed's zod schemas do: DisallowUnknownFields
-// stops at the first unknown field and names no path, a typed decode reports
-// one type error at a time, silently keeps the last of duplicate keys and
-// cannot tell 1.5 from 1 for an int64 without a vague error. So parsers
-// decode into a generic tree (json.Decoder token by token, UseNumber keeping
-// numbers exact), walk it with a path, and collect every issue. Range and
-// format rules then run once on the typed Go value, shared with the
-// Normalize/Validate methods, and issues at or below a path that already has
-// a structural issue are dropped, so "memoryBytes": "1" reports one issue.
+// encoding/json cannot do what the contract's strict parsing needs:
+// DisallowUnknownFields stops at the first unknown field and names no path, a
+// typed decode reports one type error at a time, silently keeps the last of
+// duplicate keys and cannot tell 1.5 from 1 for an int64 without a vague error.
+// So parsers decode into a generic tree (json.Decoder token by token, UseNumber
+// keeping numbers exact), walk it with a path, and collect every issue. Range
+// and format rules then run once on the typed Go value, shared with the
+// Normalize/Validate methods, and issues at or below a path that already has a
+// structural issue are dropped, so "memoryBytes": "1" reports one issue.
 
 import (
 	"bytes"
@@ -340,7 +340,8 @@ func (o obj) members() []string {
 }
 
 // jsonStringBytes is the UTF-8 length of s encoded as a JSON string by
-// JavaScript's JSON.stringify, which the seed uses for its size bounds.
+// JavaScript's JSON.stringify, the text the contract's size bounds count
+// (docs/contract.md#policy).
 func jsonStringBytes(s string) int {
 	n := 2
 	for i := 0; i < len(s); i++ {

@@ -11,8 +11,8 @@ import (
 // deadline of the caller's ctx.
 var errExecutionDeadline = errors.New("sandbox execution deadline")
 
-// WithSandbox runs use inside a fresh sandbox and always cleans up (seed
-// withSandbox).
+// WithSandbox runs use inside a fresh sandbox and always cleans up
+// (docs/contract.md#cleanup).
 //
 // It normalizes req (a *ValidationError with "policy." paths), reserves a
 // sandbox from backend with recovery, starts it under ctx and calls use.

@@ -1,10 +1,10 @@
 // Package archive validates the tar streams a workspace export reads from the
-// Engine, incrementally and block by block (seed README "Execution and
-// files"). It is deliberately our own code rather than archive/tar's reader:
-// archive/tar accepts base-256 and PAX size overrides, GNU sparse maps, link
-// and special records, truncation at an entry boundary and missing end
-// blocks, while an export must bound every entry and reject all of those
-// with an error naming the entry. The bound and the checks are the point.
+// Engine, incrementally and block by block (docs/contract.md#workspace-files).
+// It is deliberately our own code rather than archive/tar's reader: archive/tar
+// accepts base-256 and PAX size overrides, GNU sparse maps, link and special
+// records, truncation at an entry boundary and missing end blocks, while an
+// export must bound every entry and reject all of those with an error naming the
+// entry. The bound and the checks are the point.
 //
 // A Reader checks header checksums, ustar magic, the octal size field (at
 // most 8 GiB - 1), local PAX records, body length and zero padding, complete

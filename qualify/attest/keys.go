@@ -2,7 +2,7 @@
 // (https://github.com/secure-systems-lab/dsse, payload type
 // application/vnd.in-toto+json) around an in-toto Statement v1 whose
 // subjects are the SHA-256 digests of the evidence files, signed with
-// ed25519 (DESIGN.md "Qualification": signed envelope).
+// ed25519 (docs/qualification.md#evidence).
 //
 // The envelope and PAE come from go-securesystemslib/dsse. The Statement is
 // a four-field JSON document defined here: the in-toto attestation Go

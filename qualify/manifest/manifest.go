@@ -1,8 +1,8 @@
 // Package manifest reads qualification manifests: strict YAML documents
 // that name the platform profile, the Engine endpoint, the guest image,
 // the workload user, a namespace prefix, the output directory, the sandbox
-// policy and the scenarios to run with their parameters (DESIGN.md
-// "Qualification").
+// policy and the scenarios to run with their parameters
+// (docs/qualification.md#scenarios).
 //
 // Every problem is reported with the file, the field path, the line and,
 // for closed choices, the allowed values.

@@ -1,5 +1,5 @@
 // Package observer reads a sandbox's cgroup from the host, independently of
-// the Engine (DESIGN.md "Observer"): given the keeper's PID it reads
+// the Engine (docs/qualification.md#evidence): given the keeper's PID it reads
 // /proc/<pid>/cgroup once to find the scope, then the scope's cgroup v1 or
 // v2 interface files (memory and memory+swap limits, OOM and oom_kill
 // events, failcnt, pids max/current/events, CPU quota/period) as often as

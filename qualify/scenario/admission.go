@@ -16,16 +16,18 @@ import (
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
-// Admission qualifies driver admission (seed policy/preflight.js): the
-// manifest profile must be admitted with every check passing, and each
-// profile in params.reject must be rejected by this Engine with an
-// *driver.AdmissionError whose failed checks include params.mustFail.
+// Admission qualifies driver admission
+// (docs/contract.md#profiles-and-admission): the manifest profile must be
+// admitted with every check passing, and each profile in params.reject must be
+// rejected by this Engine with an *driver.AdmissionError whose failed checks
+// include params.mustFail.
 type Admission struct{}
 
 // AdmissionParams are the admission scenario's manifest params.
 type AdmissionParams struct {
 	// Reject lists profiles this Engine must reject; default ["linux-x64"]
-	// (the seed's cgroup v2/systemd/AppArmor profile).
+	// (the reference cgroup v2/systemd/AppArmor profile;
+	// docs/qualification.md#profiles).
 	Reject []string `json:"reject,omitempty"`
 	// MustFail lists check names every rejection must include; default
 	// ["/info CgroupVersion", "/info CgroupDriver"].

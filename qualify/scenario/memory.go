@@ -15,15 +15,14 @@ import (
 	"github.com/qualbox/qualbox/testbed/guest/facts"
 )
 
-// MemoryExhaustion allocates beyond memoryBytes inside a sandbox (seed
-// "Qualification scope": memory enforcement). The probe must be killed
-// (exit 137, SIGKILL), the kernel's counters must show it (oom_kill up,
-// failcnt or max events up), and stop/destroy must still be clean with the
-// scope gone. A control sandbox whose `sleep` the controller kills by
-// stopping compute must NOT be classified as OOM: its oom_kill counter,
-// read after the stop's exit receipt (or, when the scope went with the
-// container, last polled across the stop), did not rise, and its receipt
-// is unavailable{sandbox_stopped}.
+// MemoryExhaustion allocates beyond memoryBytes inside a sandbox
+// (docs/qualification.md#scenarios). The probe must be killed (exit 137,
+// SIGKILL), the kernel's counters must show it (oom_kill up, failcnt or max
+// events up), and stop/destroy must still be clean with the scope gone. A
+// control sandbox whose `sleep` the controller kills by stopping compute must
+// NOT be classified as OOM: its oom_kill counter, read after the stop's exit
+// receipt (or, when the scope went with the container, last polled across the
+// stop), did not rise, and its receipt is unavailable{sandbox_stopped}.
 type MemoryExhaustion struct{}
 
 // MemoryParams are the memory-exhaustion params.

@@ -20,8 +20,8 @@ import (
 	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
-// Transfer qualifies workspace transfer (seed README "Execution and files":
-// importTree, exportTree) on the real Engine, in three cases:
+// Transfer qualifies workspace transfer (docs/qualification.md#scenarios) on the
+// real Engine, in three cases:
 //
 //   - round-trip: a host tree with names of 101 and 250 bytes, a path over
 //     255 bytes, non-ASCII names, an empty file, an empty directory and

@@ -1,9 +1,9 @@
-// Package guest assembles the qualification guest image without a registry
-// (DESIGN.md "Qualification": an empty base, Debian's static busybox and the
-// project's static probe, imported through the Engine API) and removes it by
-// its exact ID. The image satisfies the seed README section "Prepare the
-// guest image": it contains /bin/sh and sleep, declares no volumes, and its
-// only environment entry is the fixed PATH.
+// Package guest assembles the qualification guest image without a registry (an
+// empty base, Debian's static busybox and the project's static probe, imported
+// through the Engine API; docs/architecture.md) and removes it by its exact ID.
+// The image satisfies what admission requires of a workload image
+// (docs/contract.md#profiles-and-admission): it contains /bin/sh and sleep,
+// declares no volumes, and its only environment entry is the fixed PATH.
 package guest
 
 import (
@@ -35,12 +35,13 @@ const (
 	// BusyboxPath is where busybox is installed in the image; its applets
 	// are symlinks to it in /bin.
 	BusyboxPath = "/bin/busybox"
-	// Path is the image's only environment entry, the seed's fixed PATH.
+	// Path is the image's only environment entry, the fixed PATH
+	// (docs/contract.md#processes-and-streams).
 	Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	// SandboxUID and SandboxGID are the workload identity the image's
 	// /etc/passwd and /etc/group name "sandbox". 65534 is the conventional
-	// nobody/nogroup ID, which the seed's examples use; the image names it
-	// "sandbox" with home /home/sandbox (the seed's fixed HOME) so that
+	// nobody/nogroup ID; the image names it "sandbox" with home
+	// /home/sandbox (the contract's fixed HOME) so that
 	// tools resolving the user see the sandbox's layout.
 	SandboxUID = 65534
 	SandboxGID = 65534

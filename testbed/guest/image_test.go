@@ -25,7 +25,7 @@ import (
 
 const engine = "unix:///var/run/docker.sock"
 
-// Seed policy/container.js workload shape.
+// The driver's workload shape (docs/contract.md#profiles-and-admission).
 var (
 	keeper    = []string{"-c", "while :; do sleep 3600; done"}
 	workEnv   = []string{"HOME=/home/sandbox", "TMPDIR=/tmp", "PATH=" + Path}

@@ -23,7 +23,7 @@ var epoch = time.Unix(0, 0).UTC()
 //	/tmp 1777; /home/sandbox 0700 sandbox; /workspace 0755 root
 //	/dev /proc /sys /etc /root /usr/bin /usr/sbin /sbin /var: root 0755
 //
-// /tmp and /home/sandbox are tmpfs mount points in the seed workload and
+// /tmp and /home/sandbox are tmpfs mount points in the driver's workload and
 // /workspace the volume mount point; the driver prepares /workspace/work.
 func rootfs(busybox, probe []byte) func(io.Writer) error {
 	return func(w io.Writer) error {

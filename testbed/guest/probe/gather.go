@@ -11,7 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// probedPaths are the seed workload's mount points.
+// probedPaths are the workload's mount points
+// (docs/contract.md#profiles-and-admission).
 var probedPaths = []string{"/", "/tmp", "/home/sandbox", "/workspace"}
 
 func gather() facts.Facts {
