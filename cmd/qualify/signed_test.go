@@ -13,11 +13,13 @@ import (
 	"github.com/qualbox/qualbox/internal/exitcode"
 )
 
+// committedKey signed the 2026-11-29 lane A reports that these tests read.
 const committedKey = "../../reports/keys/qualbox-ed25519.pub"
 
-// committedReports are the signed reports under reports/ (never edited).
+// committedReports are the signed 2026-11-29 lane A reports under reports/
+// (never edited), all signed with committedKey.
 func committedReports(t *testing.T) []string {
-	dirs, err := filepath.Glob("../../reports/linux-x64-cgroupv1/*/evidence.dsse.json")
+	dirs, err := filepath.Glob("../../reports/linux-x64-cgroupv1/20261129T*/evidence.dsse.json")
 	assert.NilError(t, err)
 	assert.Assert(t, len(dirs) >= 2, "want at least two committed reports")
 	for i := range dirs {
