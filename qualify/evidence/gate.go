@@ -81,7 +81,9 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 	}
 	for i, name := range m.Scenarios {
 		for j, c := range m.Columns {
-			if m.Cells[i][j].Kind == Failed {
+			// A flaky cell (a repeated campaign whose runs disagreed) fails
+			// the gate like a failed one (docs/qualification.md#gate).
+			if k := m.Cells[i][j].Kind; k == Failed || k == Flaky {
 				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
 			}
 		}

@@ -187,3 +187,16 @@ func TestVerifyCrossChecksEverySignedFile(t *testing.T) {
 		})
 	}
 }
+
+// A flaky cell fails the gate even without a requirement and with a run
+// verdict that says passed: flaky ranks with failed.
+func TestGateRefusesAFlakyCell(t *testing.T) {
+	m := &evidence.Matrix{
+		Scenarios: []string{"isolation"},
+		Columns:   []evidence.MatrixColumn{{Key: "T1", RunVerdicts: []evidence.Verdict{{Kind: evidence.Passed}}, Reports: []string{"r"}}},
+		Cells:     [][]evidence.Cell{{{Kind: evidence.Flaky, Reason: "passed 19 of 20", Passed: 0, Runs: 1}}},
+	}
+	got := evidence.Gate(m, nil, nil)
+	assert.Assert(t, is.Len(got, 1), "%v", got)
+	assert.Check(t, is.Contains(got[0], "T1: isolation: flaky"))
+}
