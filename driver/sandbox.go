@@ -387,13 +387,17 @@ func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role,
 // caller's cancellation is honoured before dispatch and at the next step,
 // never by cutting the request in flight: a create cut mid-request has an
 // unknown outcome, and cleanup could only call it uncertain
-// (docs/contract.md#cleanup). The caller's deadline still bounds it; with
-// none, bound (the cleanup deadline) does.
+// (docs/contract.md#cleanup). The caller's deadline still bounds it, and
+// so does bound (the cleanup deadline) from now, whichever comes first: a
+// Stop or Destroy that waits for Start to settle never waits longer than
+// its own cleanup deadline for a hung create, which then stays the
+// "uncertain" case cleanup already handles.
 func dispatchContext(ctx context.Context, bound time.Duration) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(context.WithoutCancel(ctx), dl)
+	dl := time.Now().Add(bound)
+	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
+		dl = cdl
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), bound)
+	return context.WithDeadline(context.WithoutCancel(ctx), dl)
 }
 
 // engineAnswered reports whether err carries an Engine HTTP reply that
