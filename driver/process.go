@@ -10,6 +10,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -86,6 +87,11 @@ type process struct {
 	// streamDone is closed when the demultiplexer returned: the attach
 	// stream ended or failed.
 	streamDone chan struct{}
+	// delivering counts decoder writes waiting on our own readers, and
+	// delivered is the UnixNano time the last one returned: the post-exit
+	// drain bound times the Engine's silence, not a slow reader.
+	delivering atomic.Int32
+	delivered  atomic.Int64
 	// failed is the first error fail was given (guarded by mu).
 	failed error
 }
@@ -206,7 +212,7 @@ func (p *process) own(eng *engine, execID, containerID string, conn net.Conn, st
 		Output: func(stdout, stderr io.Writer) error {
 			defer close(p.streamDone)
 			<-owning
-			err := demux(stream, stdout, stderr)
+			err := demux(stream, &deliveryWriter{p: p, w: stdout}, &deliveryWriter{p: p, w: stderr})
 			select {
 			case p.streamEnded <- struct{}{}:
 			default:
@@ -262,16 +268,48 @@ func (p *process) drainAfterExit() {
 		return
 	}
 	bound := p.s.b.cleanupTimeout(p.s.policy)
+	p.delivered.Store(time.Now().UnixNano())
 	t := time.NewTimer(bound)
 	defer t.Stop()
-	select {
-	case <-p.streamDone:
-		p.disarm()
-	case <-p.stopping:
-	case <-t.C:
+	for {
+		select {
+		case <-p.streamDone:
+			p.disarm()
+			return
+		case <-p.stopping:
+			return
+		case <-t.C:
+		}
+		// Time spent handing bytes to a reader that has not read yet is
+		// the caller's, not the Engine's: re-arm while a delivery waits,
+		// and count the bound from the last delivery.
+		if p.delivering.Load() > 0 {
+			t.Reset(bound)
+			continue
+		}
+		if idle := time.Since(time.Unix(0, p.delivered.Load())); idle < bound {
+			t.Reset(bound - idle)
+			continue
+		}
 		p.fail(&sandboxapi.OperationError{Code: sandboxapi.CodeStreamFailure, Message: fmt.Sprintf("exec stream still open %v after the exit receipt", bound)})
 		p.closeConn()
+		return
 	}
+}
+
+// deliveryWriter marks the decoder's writes into the owned streams, which
+// block while the reader's staging is full (backpressure).
+type deliveryWriter struct {
+	p *process
+	w io.Writer
+}
+
+func (d *deliveryWriter) Write(b []byte) (int, error) {
+	d.p.delivering.Add(1)
+	n, err := d.w.Write(b)
+	d.p.delivered.Store(time.Now().UnixNano())
+	d.p.delivering.Add(-1)
+	return n, err
 }
 
 // expire is the execution deadline. Once the exit receipt exists, the
