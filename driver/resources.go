@@ -119,6 +119,8 @@ type inspection struct {
 	fingerprint string
 	labels      map[string]string
 	container   *container.InspectResponse
+	// options are a network's driver options, which the driver never sets.
+	options map[string]string
 }
 
 // inspectResource inspects the resource of role by reference (an exact ID,
@@ -191,15 +193,22 @@ func inspectResource(ctx context.Context, eng *engine, role sandboxapi.Role, ref
 		if n.Driver != "bridge" || n.Scope != "local" || n.Internal || n.Attachable || n.Ingress || n.ConfigOnly || n.EnableIPv6 {
 			return nil, &sandboxapi.StateError{Message: fmt.Sprintf("network %s is not an owned private bridge", ref)}
 		}
-		// The driver creates the bridge without options, so any option is
-		// one the daemon merged in (default-network-opts such as a bridge
-		// name or gateway mode) and the network is not the one requested.
-		if len(n.Options) != 0 {
-			return nil, &sandboxapi.StateError{Message: fmt.Sprintf("network %s carries options the driver did not request: %v", ref, n.Options)}
-		}
-		return &inspection{id: n.ID, name: n.Name, fingerprint: fp, labels: n.Labels}, nil
+		return &inspection{id: n.ID, name: n.Name, fingerprint: fp, labels: n.Labels, options: n.Options}, nil
 	}
 	return nil, fmt.Errorf("driver: unknown role %q", role)
+}
+
+// checkRequested is the create-time readback of what inspectResource does
+// not judge: the driver creates the bridge without options, so any option
+// is one the daemon merged in (default-network-opts such as a bridge name
+// or gateway mode) and the network is not the one requested. Cleanup does
+// not apply it: a network the driver owns by name, labels and ID is
+// removed whatever the daemon merged into it.
+func checkRequested(role sandboxapi.Role, in *inspection) error {
+	if role == sandboxapi.RoleNetwork && len(in.options) != 0 {
+		return &sandboxapi.StateError{Message: fmt.Sprintf("network %s carries options the driver did not request: %v", in.id, in.options)}
+	}
+	return nil
 }
 
 // checkOwned verifies that an inspected resource is the one the record

@@ -70,6 +70,8 @@ func TestInspectRequiresExactEngineIDs(t *testing.T) {
 // merged into every new network; the private bridge must carry none.
 func TestNetworkReadbackRequiresEmptyOptions(t *testing.T) {
 	eng := inspectFake(t, containerDoc(goodID), networkDoc(goodID, `{"com.docker.network.bridge.gateway_mode_ipv4":"routed"}`))
-	_, err := inspectResource(context.Background(), eng, sandboxapi.RoleNetwork, "ref")
-	assert.Check(t, is.ErrorContains(err, "gateway_mode_ipv4"))
+	in, err := inspectResource(context.Background(), eng, sandboxapi.RoleNetwork, "ref")
+	assert.NilError(t, err, "cleanup still identifies the owned network")
+	assert.Check(t, is.ErrorContains(checkRequested(sandboxapi.RoleNetwork, in), "gateway_mode_ipv4"))
+	assert.Check(t, checkRequested(sandboxapi.RoleStorage, in))
 }

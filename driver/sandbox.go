@@ -374,6 +374,9 @@ func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role,
 	if in.id != id {
 		return nil, &sandboxapi.StateError{Message: fmt.Sprintf("%s create returned %s but inspection found %s", role, id, in.id)}
 	}
+	if err := checkRequested(role, in); err != nil {
+		return nil, err
+	}
 	if err := s.checkpoint(ctx, setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityIdentified, ID: in.id, Fingerprint: in.fingerprint})); err != nil {
 		return nil, err
 	}
