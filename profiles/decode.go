@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/qualbox/qualbox/profiles/yamlbounds"
 )
 
 // The document types mirror Profile with pointers, so that an absent field
@@ -133,34 +135,14 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("profile document exceeds %s (%d)", e.Limit, e.Max)
 }
 
-// checkBounds walks the document, expanding each alias where it is used,
-// and returns the first bound crossed.
+// checkBounds returns the first bound the document crosses, aliases
+// expanded where they are used.
 func checkBounds(root *yaml.Node) *LimitError {
-	nodes := 0
-	var walk func(n *yaml.Node, depth int) *LimitError
-	walk = func(n *yaml.Node, depth int) *LimitError {
-		if n == nil {
-			return nil
-		}
-		nodes++
-		switch {
-		case nodes > MaxNodes:
-			return &LimitError{Limit: "MaxNodes", Max: MaxNodes, Line: n.Line}
-		case depth > MaxDepth:
-			return &LimitError{Limit: "MaxDepth", Max: MaxDepth, Line: n.Line}
-		case len(n.Value) > MaxScalarBytes:
-			return &LimitError{Limit: "MaxScalarBytes", Max: MaxScalarBytes, Line: n.Line}
-		case n.Kind == yaml.AliasNode:
-			return walk(n.Alias, depth)
-		}
-		for _, c := range n.Content {
-			if err := walk(c, depth+1); err != nil {
-				return err
-			}
-		}
+	c := yamlbounds.Check(root, yamlbounds.Bounds{Depth: MaxDepth, Nodes: MaxNodes, ScalarBytes: MaxScalarBytes})
+	if c == nil {
 		return nil
 	}
-	return walk(root, 0)
+	return &LimitError{Limit: c.Limit, Max: c.Max, Line: c.Line}
 }
 
 // Issue is one problem in a profile document.
