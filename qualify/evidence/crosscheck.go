@@ -141,6 +141,9 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 	if why := runVerdictProblem(r); why != "" {
 		fail("evidence.json", "%s", why)
 	}
+	for _, p := range campaignProblems(r) {
+		fail("evidence.json", "%s", p)
+	}
 	if data, err := read("summary.md"); err == nil {
 		for _, p := range summaryProblems(r, data) {
 			fail("summary.md", "%s", p)
@@ -271,4 +274,46 @@ func junitProblems(r *Run, data []byte) []string {
 // evidence file.
 func isScenarioEvidence(name string) bool {
 	return scenarioEvidence.MatchString(name) && path.Dir(name) != "."
+}
+
+// campaignProblems recomputes a repeated campaign's per-entry tallies from
+// the runs the report lists and compares them with the recorded ones: the
+// matrix and the gate read a campaign's verdicts from its tallies, so a
+// tally must be what its runs say (docs/qualification.md#evidence).
+func campaignProblems(r *Run) []string {
+	c := r.Campaign
+	if c == nil || c.Repeat <= 1 {
+		if c != nil && len(c.Scenarios) > 0 {
+			return []string{fmt.Sprintf("campaign of repeat %d carries %d tallies", c.Repeat, len(c.Scenarios))}
+		}
+		return nil
+	}
+	if len(r.Scenarios)%c.Repeat != 0 || len(c.Scenarios) != len(r.Scenarios)/c.Repeat {
+		return []string{fmt.Sprintf("campaign of repeat %d lists %d runs and %d tallies", c.Repeat, len(r.Scenarios), len(c.Scenarios))}
+	}
+	var out []string
+	n := len(c.Scenarios)
+	for i, got := range c.Scenarios {
+		want := CampaignScenario{Index: i + 1, Name: r.Scenarios[i].Name}
+		var verdicts []Verdict
+		for k := 0; k < c.Repeat; k++ {
+			s := r.Scenarios[k*n+i]
+			if s.Name != want.Name {
+				out = append(out, fmt.Sprintf("campaign entry %d is %q in repeat 1 but %q in repeat %d", i+1, want.Name, s.Name, k+1))
+			}
+			if s.Dir == "" {
+				continue // not run: interrupted
+			}
+			want.Runs++
+			if s.Verdict.Kind == Passed {
+				want.Passes++
+			}
+			verdicts = append(verdicts, s.Verdict)
+		}
+		want.Verdict = CombineRuns(verdicts)
+		if got != want {
+			out = append(out, fmt.Sprintf("campaign tally %q, but its runs say %q", got, want))
+		}
+	}
+	return out
 }
