@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,4 +37,20 @@ func TestCampaignTalliesAreRecomputed(t *testing.T) {
 	// Tallies without a repeat, or of the wrong count, are refused.
 	assert.Check(t, len(campaignProblems(&Run{Campaign: &Campaign{Repeat: 1, Scenarios: r.Campaign.Scenarios}})) == 1)
 	assert.Check(t, len(campaignProblems(&Run{Scenarios: r.Scenarios[:3], Campaign: &Campaign{Repeat: 2, Scenarios: r.Campaign.Scenarios}})) == 1)
+}
+
+// A report that lists a scenario twice contributes it once: its two lines
+// cannot hide another report of the same tuple that never ran it.
+func TestMergeCountsReportsNotLines(t *testing.T) {
+	rep := func(lines ...PredicateLine) *Signed {
+		return &Signed{Dir: "r", Predicate: Predicate{Verdict: Verdict{Kind: Passed}, Scenarios: lines}}
+	}
+	pass := PredicateLine{Name: "isolation", Verdict: Verdict{Kind: Passed}}
+	other := PredicateLine{Name: "admission", Verdict: Verdict{Kind: Passed}}
+	m := Merge([]*Signed{rep(pass, pass), rep(other)})
+	i := slices.Index(m.Scenarios, "isolation")
+	assert.Equal(t, m.Cells[i][0], Cell{Kind: Passed, Passed: 1, Runs: 1})
+	na := PredicateLine{Name: "isolation", Verdict: Verdict{Kind: NotApplicable, Reason: "no"}}
+	m = Merge([]*Signed{rep(pass, na)})
+	assert.Equal(t, m.Cells[0][0], Cell{Kind: NotApplicable, Reason: "no", Passed: 0, Runs: 1})
 }

@@ -75,14 +75,33 @@ func Merge(reports []*Signed) *Matrix {
 		}
 		m.Columns[j].Reports = append(m.Columns[j].Reports, rep.Dir)
 		m.Columns[j].RunVerdicts = append(m.Columns[j].RunVerdicts, rep.Predicate.Verdict)
+		// A manifest may list a scenario twice (with other params): the
+		// report contributes one verdict per scenario, its lines combined,
+		// so a cell's runs count reports and one report's two lines cannot
+		// hide another report's missing one.
+		var names []string
+		lines := map[string][]Verdict{}
 		for _, s := range scenarioLines(rep) {
-			i, ok := row[s.Name]
+			if _, ok := lines[s.Name]; !ok {
+				names = append(names, s.Name)
+			}
+			lines[s.Name] = append(lines[s.Name], s.Verdict)
+		}
+		for _, name := range names {
+			i, ok := row[name]
 			if !ok {
 				i = len(m.Scenarios)
-				row[s.Name] = i
-				m.Scenarios = append(m.Scenarios, s.Name)
+				row[name] = i
+				m.Scenarios = append(m.Scenarios, name)
 			}
-			verdicts[key{i, j}] = append(verdicts[key{i, j}], s.Verdict)
+			c := combine(lines[name])
+			if c.Kind == Passed && c.Passed != c.Runs {
+				// Passed entries beside a skipped or not-applicable one:
+				// the scenario did not pass in this report as a whole.
+				v := lines[name][slices.IndexFunc(lines[name], func(v Verdict) bool { return v.Kind != Passed })]
+				c.Kind, c.Reason = v.Kind, v.Reason
+			}
+			verdicts[key{i, j}] = append(verdicts[key{i, j}], Verdict{Kind: c.Kind, Reason: c.Reason})
 		}
 	}
 	m.Cells = make([][]Cell, len(m.Scenarios))
