@@ -30,6 +30,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/qualbox/qualbox/testbed/guest/facts"
+
+	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 // Entry is one entry of a dataset image's single layer.
@@ -396,21 +398,13 @@ func verify(ctx context.Context, cli *client.Client, img Image) error {
 }
 
 // Remove removes exactly the image id with DELETE /images/{id}, never by
-// name or pattern and never forced. It returns the Engine's error
-// (errdefs not-found when absent, conflict when a container uses it as its
-// image) or an error when the Engine does not report id as deleted.
+// name or pattern and never forced: guest.Remove, the one exact-ID image
+// removal of the test bed. It returns the Engine's error (errdefs
+// not-found when absent, conflict when a container uses it as its image)
+// or an error when the Engine does not report id as deleted.
 func Remove(ctx context.Context, cli *client.Client, id string) error {
-	if !imageIDPattern.MatchString(id) {
-		return fmt.Errorf("dataset: %q is not an exact sha256 image ID", id)
+	if err := guest.Remove(ctx, cli, id); err != nil {
+		return fmt.Errorf("dataset: %w", err)
 	}
-	res, err := cli.ImageRemove(ctx, id, client.ImageRemoveOptions{})
-	if err != nil {
-		return fmt.Errorf("dataset: image remove %s: %w", id, err)
-	}
-	for _, item := range res.Items {
-		if item.Deleted == id {
-			return nil
-		}
-	}
-	return fmt.Errorf("dataset: image remove %s: the Engine did not report it deleted: %+v", id, res.Items)
+	return nil
 }
