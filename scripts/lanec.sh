@@ -5,6 +5,9 @@
 # driver. The controller (a static `qualify`) runs INSIDE the guest, so the
 # observer reads the guest kernel's real cgroup v2 files.
 #
+#   scripts/lanec.sh deps
+#       Install the host tools lane C needs (QEMU, debootstrap, e2fsprogs)
+#       from Debian's packages when any is missing.
 #   scripts/lanec.sh image
 #       Assemble the guest (debootstrap on the host, every package installed
 #       from the host side, never inside the guest) and cache it under
@@ -77,10 +80,10 @@ die() {
 	exit 1
 }
 
-# need_tools fails with one line naming every missing host tool and the
-# apt-get command that installs it.
-need_tools() {
-	local missing=() pkgs=()
+# host_tools sets missing (host tools lane C lacks) and pkgs (the Debian
+# packages that bring them).
+host_tools() {
+	missing=() pkgs=()
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || {
 		missing+=(qemu-system-x86_64)
 		pkgs+=(qemu-system-x86)
@@ -93,6 +96,25 @@ need_tools() {
 		missing+=(mkfs.ext4)
 		pkgs+=(e2fsprogs)
 	}
+}
+
+# deps installs the host tools lane C lacks from Debian's packages (what
+# .ci/run calls on a fresh machine); it changes nothing when all are there.
+deps() {
+	local missing pkgs
+	host_tools
+	[ ${#pkgs[@]} -gt 0 ] || return 0
+	[ "$(id -u)" = 0 ] || die "installing ${pkgs[*]} needs root; run: sudo $0 deps"
+	log "installing ${pkgs[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
+}
+
+# need_tools fails with one line naming every missing host tool and the
+# apt-get command that installs it.
+need_tools() {
+	local missing pkgs
+	host_tools
 	command -v go >/dev/null 2>&1 || die "missing: go (Go toolchain for the static qualify, probe and driver test binaries; put /usr/local/go/bin on PATH)"
 	if [ ${#missing[@]} -gt 0 ]; then
 		die "missing: ${missing[*]}; install with: apt-get install -y --no-install-recommends ${pkgs[*]}"
@@ -645,8 +667,11 @@ record)
 	shift
 	record "$@"
 	;;
+deps)
+	deps
+	;;
 *)
-	echo "usage: $0 image | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] | record DIR" >&2
+	echo "usage: $0 deps | image | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] | record DIR" >&2
 	exit 2
 	;;
 esac
