@@ -454,6 +454,12 @@ func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof
 	}
 	a := &Admission{Profile: prof.Name, Controller: controller.String(), Checks: f.evaluate(withImages), Engine: f.engineFacts()}
 	a.Engine.ClientAPIVersion = eng.cli.ClientVersion()
+	if unserved && len(a.Failed()) == 0 {
+		// Never admitted without its image rows. An honest daemon that
+		// refuses the pin already fails a version row; one whose /version
+		// range claims the pin while refusing it fails this one.
+		a.Checks = append(a.Checks, Check{Name: "pinned API version served", Want: eng.cli.ClientVersion(), Got: err.Error()})
+	}
 	if f.image != nil {
 		a.Image = ImageFacts{ID: f.image.ID, Os: f.image.Os, Architecture: f.image.Architecture,
 			Env: imageEnv(f.image), Volumes: imageVolumes(f.image)}

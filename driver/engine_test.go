@@ -130,3 +130,40 @@ func TestPinnedAPIVersion(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Check(t, is.Equal(pinnedAPIVersion(prof, &Config{}), "1.52"))
 }
+
+// A daemon whose /version range claims the pinned API version while it
+// refuses that version is not admitted: with the image rows unread and
+// every other row passing, the "pinned API version served" row fails.
+func TestAdmissionNeedsThePinnedAPIVersionServed(t *testing.T) {
+	sock := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.56")
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v1."):
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"message":"client version 1.41 is too old"}`))
+		case r.URL.Path == "/_ping":
+			w.Write([]byte("OK"))
+		case r.URL.Path == "/version":
+			w.Write([]byte(`{"Version":"29.1.4","ApiVersion":"1.56","MinAPIVersion":"1.40","Os":"linux","Arch":"amd64"}`))
+		case r.URL.Path == "/info":
+			w.Write([]byte(`{"ID":"fake","OSType":"linux","Architecture":"x86_64","OperatingSystem":"Debian GNU/Linux 12 (bookworm)",
+				"CgroupVersion":"1","CgroupDriver":"cgroupfs","MemoryLimit":true,"SwapLimit":true,"PidsLimit":true,
+				"CpuCfsPeriod":true,"CpuCfsQuota":true,"SecurityOptions":["name=seccomp,profile=default"]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	b, err := New(Config{Profile: "linux-x64-cgroupv1", Endpoint: "unix://" + sock, Namespace: "qualbox-test",
+		SpillDirectory: t.TempDir(), ImageID: "sha256:" + strings.Repeat("a", 64), User: User{UID: 1, GID: 1}})
+	assert.NilError(t, err)
+	defer b.Close()
+	_, err = b.Admit(context.Background())
+	var ae *AdmissionError
+	assert.Assert(t, errors.As(err, &ae), "got %v", err)
+	var names []string
+	for _, c := range ae.Failed {
+		names = append(names, c.Name)
+	}
+	assert.DeepEqual(t, names, []string{"pinned API version served"})
+}
