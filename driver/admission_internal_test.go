@@ -1,10 +1,8 @@
 package driver
 
 import (
-	"math"
 	"strings"
 	"testing"
-	"time"
 
 	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 	"github.com/moby/moby/api/types/image"
@@ -14,7 +12,6 @@ import (
 	"gotest.tools/v3/assert"
 
 	"github.com/qualbox/qualbox/profiles"
-	"github.com/qualbox/qualbox/sandboxapi"
 )
 
 // Both SecurityOptions spellings of AppArmor count as present: Engine
@@ -143,10 +140,4 @@ func TestDaemonIDRejectsAnyWhitespace(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestDurationMsClamps(t *testing.T) {
-	assert.Equal(t, durationMs(1500), 1500*time.Millisecond)
-	assert.Equal(t, durationMs(sandboxapi.MaxSafeInteger), time.Duration(math.MaxInt64))
-	assert.Equal(t, durationMs(18446744073709), time.Duration(math.MaxInt64))
 }

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"context"
-	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -163,22 +162,11 @@ func (b *Backend) Reserve(req sandboxapi.Request, recovery sandboxapi.RecoveryPo
 }
 
 func (b *Backend) startupTimeout(p sandboxapi.Policy) time.Duration {
-	return durationMs(p.Deadlines.StartupMs)
+	return sandboxapi.Milliseconds(p.Deadlines.StartupMs)
 }
 
 func (b *Backend) cleanupTimeout(p sandboxapi.Policy) time.Duration {
-	return durationMs(p.Deadlines.CleanupMs)
-}
-
-// durationMs converts a policy millisecond count to a time.Duration,
-// clamping at the largest Duration (about 292 years): the contract admits
-// up to 2^53-1 ms (docs/contract.md#policy), which overflows nanoseconds,
-// and a wrapped value can be negative and expire at once.
-func durationMs(ms int64) time.Duration {
-	if ms > int64(math.MaxInt64/time.Millisecond) {
-		return math.MaxInt64
-	}
-	return time.Duration(ms) * time.Millisecond
+	return sandboxapi.Milliseconds(p.Deadlines.CleanupMs)
 }
 
 // pinnedAPIVersion is the Engine API version the backend speaks: the

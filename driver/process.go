@@ -124,7 +124,7 @@ func (p *process) Start(ctx context.Context) (_ sandboxapi.Process, err error) {
 	s := p.s
 	policy := s.policy
 	if policy.Execution.Kind == sandboxapi.ExecutionDeadline {
-		timeout := durationMs(policy.Execution.TimeoutMs)
+		timeout := sandboxapi.Milliseconds(policy.Execution.TimeoutMs)
 		p.deadline = time.AfterFunc(timeout, func() { p.expire(timeout) })
 	}
 	p.mu.Unlock()
@@ -161,10 +161,7 @@ func (p *process) Start(ctx context.Context) (_ sandboxapi.Process, err error) {
 		return nil, &sandboxapi.StateError{Message: "sandbox compute is not identified"}
 	}
 	containerID := compute.Identity.ID
-	if err := s.checkDaemon(ctx, eng); err != nil {
-		return nil, err
-	}
-	if err := s.checkComputeActive(ctx, eng); err != nil {
+	if err := s.preflight(ctx, eng, s.checkComputeActive); err != nil {
 		return nil, err
 	}
 	created, err := eng.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{

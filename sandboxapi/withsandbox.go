@@ -46,7 +46,7 @@ func WithSandbox[T any](ctx context.Context, backend Backend, req Request, recov
 		return result, err
 	}
 	var owner CleanupOwner = reservation
-	cleanupTimeout := time.Duration(req.Policy.Deadlines.CleanupMs) * time.Millisecond
+	cleanupTimeout := Milliseconds(req.Policy.Deadlines.CleanupMs)
 
 	completed := false
 	defer func() {
@@ -74,7 +74,7 @@ func runUse[T any](ctx context.Context, sb Sandbox, execution Execution, use fun
 	if execution.Kind != ExecutionDeadline {
 		return use(ctx, sb)
 	}
-	timeout := time.Duration(execution.TimeoutMs) * time.Millisecond
+	timeout := Milliseconds(execution.TimeoutMs)
 	useCtx, cancel := context.WithTimeoutCause(ctx, timeout, errExecutionDeadline)
 	defer cancel()
 	result, err := use(useCtx, sb)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -288,4 +289,24 @@ func TestOperationErrorIs(t *testing.T) {
 	cleanup := &CleanupError{Original: ErrInputLimit, Err: cause}
 	assert.Assert(t, errors.Is(cleanup, ErrInputLimit) && errors.Is(cleanup, cause))
 	assert.Assert(t, errors.Is(&CleanupError{Err: cause}, cause))
+}
+
+// A contract deadline just past what time.Duration holds in nanoseconds
+// (about 292 years) would wrap to a negative Duration and expire at once;
+// it must clamp instead (docs/contract.md#policy).
+func TestWithSandboxLargeDeadlinesClampNotWrap(t *testing.T) {
+	const wraps = int64(math.MaxInt64/time.Millisecond) + 1 // wraps negative when multiplied
+	assert.Assert(t, wraps <= MaxSafeInteger)
+	b := &fakeBackend{}
+	req := testRequest()
+	req.Policy.Execution = Execution{Kind: ExecutionDeadline, TimeoutMs: wraps}
+	_, err := WithSandbox(context.Background(), b, req, InProcess(), func(ctx context.Context, _ Sandbox) (int, error) {
+		deadline, ok := ctx.Deadline()
+		assert.Assert(t, ok)
+		assert.Assert(t, time.Until(deadline) > 200*365*24*time.Hour, "execution deadline %v", deadline)
+		return 0, ctx.Err()
+	})
+	assert.NilError(t, err)
+	assert.Equal(t, Milliseconds(wraps), time.Duration(math.MaxInt64))
+	assert.Equal(t, Milliseconds(1500), 1500*time.Millisecond)
 }
