@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -412,15 +413,42 @@ func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof
 		a := &Admission{Profile: prof.Name, Controller: controller.String(), Checks: []Check{{Name: "controller", Want: want, Got: got}}}
 		return a, &AdmissionError{Profile: prof.Name, Failed: a.Checks}
 	}
-	var err error
-	f.ver, err = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	// /version, /info and the image inspects are independent reads: they are
+	// dispatched together, so admission costs one round trip on the start
+	// and exec paths rather than one per read. Errors keep their report
+	// order (/version, /info, workload image, datasets).
+	var (
+		wg              sync.WaitGroup
+		verErr, infoErr error
+		infoRes         client.SystemInfoResult
+		imageErrs       []error
+		images          []*image.InspectResponse
+		imageIDs        []string
+	)
+	if withImages {
+		imageIDs = append(imageIDs, cfg.ImageID)
+		for _, ds := range cfg.Datasets {
+			imageIDs = append(imageIDs, ds.ImageID)
+		}
+		images = make([]*image.InspectResponse, len(imageIDs))
+		imageErrs = make([]error, len(imageIDs))
+	}
+	wg.Go(func() { f.ver, verErr = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{}) })
+	wg.Go(func() { infoRes, infoErr = eng.cli.Info(ctx, client.InfoOptions{}) })
+	for i, id := range imageIDs {
+		wg.Go(func() { images[i], imageErrs[i] = inspectImage(ctx, eng, id) })
+	}
+	wg.Wait()
+	err := verErr
 	unserved := err != nil && cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "client version")
 	switch {
 	case unserved:
-		// The daemon does not serve the pinned API version. Read /version
-		// and /info at its default version, only so that admission can
-		// report every failed row (the API version range among them); no
-		// image is inspected and nothing else is done at that version.
+		// The daemon does not serve the pinned API version, so it refused
+		// the other reads as well; their replies are discarded. Read
+		// /version and /info at its default version, only so that
+		// admission can report every failed row (the API version range
+		// among them); no image is inspected and nothing else is done at
+		// that version.
 		var v system.VersionResponse
 		if _, err := eng.getUnversioned(ctx, "/version", &v); err != nil {
 			return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
@@ -433,23 +461,21 @@ func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof
 		withImages = false
 	case err != nil:
 		return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
+	case infoErr != nil:
+		return nil, engineFailure(infoErr, "read Engine /info at %s", eng.socket)
 	default:
-		infoRes, err := eng.cli.Info(ctx, client.InfoOptions{})
-		if err != nil {
-			return nil, engineFailure(err, "read Engine /info at %s", eng.socket)
-		}
 		f.info = infoRes.Info
-	}
-	if withImages {
-		if f.image, err = inspectImage(ctx, eng, cfg.ImageID); err != nil {
-			return nil, engineFailure(err, "inspect image %s", cfg.ImageID)
-		}
-		for _, ds := range cfg.Datasets {
-			img, err := inspectImage(ctx, eng, ds.ImageID)
-			if err != nil {
-				return nil, engineFailure(err, "inspect dataset image %s", ds.ImageID)
+		for i, ierr := range imageErrs {
+			if ierr == nil {
+				continue
 			}
-			f.datasets = append(f.datasets, img)
+			if i == 0 {
+				return nil, engineFailure(ierr, "inspect image %s", imageIDs[i])
+			}
+			return nil, engineFailure(ierr, "inspect dataset image %s", imageIDs[i])
+		}
+		if withImages {
+			f.image, f.datasets = images[0], images[1:]
 		}
 	}
 	a := &Admission{Profile: prof.Name, Controller: controller.String(), Checks: f.evaluate(withImages), Engine: f.engineFacts()}

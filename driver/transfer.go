@@ -50,16 +50,22 @@ func (s *sandbox) newSorter() (*spill.Sorter, error) {
 	return sorter, nil
 }
 
-// preflight repeats daemon admission and then check before a transfer,
-// each observation bounded by deadlines.startupMs even when the caller set
-// no transfer deadline (docs/contract.md#workspace-files).
+// preflight repeats daemon admission and check before an exec or a
+// transfer, each observation bounded by deadlines.startupMs even when the
+// caller set no transfer deadline (docs/contract.md#workspace-files). Both
+// are reads and nothing acts before both passed, so they run concurrently:
+// one round trip instead of three. A daemon failure is reported before a
+// check failure, as when they ran one after the other.
 func (s *sandbox) preflight(ctx context.Context, eng *engine, check func(context.Context, *engine) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(s.policy))
 	defer cancel()
-	if err := s.checkDaemon(ctx, eng); err != nil {
+	daemon := make(chan error, 1)
+	go func() { daemon <- s.checkDaemon(ctx, eng) }()
+	checkErr := check(ctx, eng)
+	if err := <-daemon; err != nil {
 		return err
 	}
-	return check(ctx, eng)
+	return checkErr
 }
 
 // quota counts entries and file bytes against TransferOptions.
