@@ -398,6 +398,12 @@ func (f *admissionFacts) evaluate(withImages bool) []Check {
 	return out
 }
 
+// maxAdmissionReads bounds how many of admission's reads (/version, /info,
+// one inspect per image) are in flight at once: with up to MaxDatasets
+// dataset images, dispatching them all together would open dozens of
+// connections per sandbox start.
+const maxAdmissionReads = 4
+
 // admit reads the facts admission needs from the Engine (/version, /info
 // and, with withImages, the workload and dataset image inspects), evaluates
 // the admission table over them and returns the Admission (always, when the
@@ -414,9 +420,12 @@ func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof
 		return a, &AdmissionError{Profile: prof.Name, Failed: a.Checks}
 	}
 	// /version, /info and the image inspects are independent reads: they are
-	// dispatched together, so admission costs one round trip on the start
-	// and exec paths rather than one per read. Errors keep their report
-	// order (/version, /info, workload image, datasets).
+	// dispatched together (at most maxAdmissionReads at once), so admission
+	// costs one round trip on the start and exec paths rather than one per
+	// read. Errors keep their report order (/version, /info, workload image,
+	// datasets): a /version failure, which wins whatever the others return,
+	// cancels the other reads, and an /info failure cancels the image
+	// inspects; nothing else cuts a read short.
 	var (
 		wg              sync.WaitGroup
 		verErr, infoErr error
@@ -433,18 +442,38 @@ func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof
 		images = make([]*image.InspectResponse, len(imageIDs))
 		imageErrs = make([]error, len(imageIDs))
 	}
-	wg.Go(func() { f.ver, verErr = eng.cli.ServerVersion(ctx, client.ServerVersionOptions{}) })
-	wg.Go(func() { infoRes, infoErr = eng.cli.Info(ctx, client.InfoOptions{}) })
+	readCtx, cancelReads := context.WithCancel(ctx)
+	defer cancelReads()
+	imageCtx, cancelImages := context.WithCancel(readCtx)
+	defer cancelImages()
+	slots := make(chan struct{}, maxAdmissionReads)
+	read := func(do func()) {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			do()
+		})
+	}
+	read(func() {
+		if f.ver, verErr = eng.cli.ServerVersion(readCtx, client.ServerVersionOptions{}); verErr != nil {
+			cancelReads()
+		}
+	})
+	read(func() {
+		if infoRes, infoErr = eng.cli.Info(readCtx, client.InfoOptions{}); infoErr != nil {
+			cancelImages()
+		}
+	})
 	for i, id := range imageIDs {
-		wg.Go(func() { images[i], imageErrs[i] = inspectImage(ctx, eng, id) })
+		read(func() { images[i], imageErrs[i] = inspectImage(imageCtx, eng, id) })
 	}
 	wg.Wait()
 	err := verErr
 	unserved := err != nil && cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "client version")
 	switch {
 	case unserved:
-		// The daemon does not serve the pinned API version, so it refused
-		// the other reads as well; their replies are discarded. Read
+		// The daemon does not serve the pinned API version: the other
+		// reads' replies are discarded, whatever they were. Read
 		// /version and /info at its default version, only so that
 		// admission can report every failed row (the API version range
 		// among them); no image is inspected and nothing else is done at

@@ -60,18 +60,18 @@ func BenchmarkStartLatency(b *testing.B) {
 	cli := enginetest.Client(b)
 	image := enginetest.Image(b)
 	ctx := context.Background()
-	// The first start of a process pays once for what every later one
-	// finds warm (the client's connections, the image's layers in the page
-	// cache), and qualbox would pay most of it because it runs first: one
-	// untimed round of both sides precedes the first sample.
-	startWarmUp.Do(func() {
-		if _, err := qualboxFirstByte(ctx, be, echoCmd); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := clientFirstByte(ctx, cli, image, echoCmd); err != nil {
-			b.Fatal(err)
-		}
-	})
+	// A fresh Backend's first start pays for its new Engine connections,
+	// and a process's first start for the image's layers in the page
+	// cache; qualbox, going first, would pay most of it. Each sample (one
+	// run under -benchtime 1x, each with its own Backend) therefore starts
+	// with one untimed round of both sides.
+	if _, err := qualboxFirstByte(ctx, be, echoCmd); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := clientFirstByte(ctx, cli, image, echoCmd); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
 	for range b.N {
 		ours, err := qualboxFirstByte(ctx, be, echoCmd)
 		if err != nil {
@@ -84,8 +84,6 @@ func BenchmarkStartLatency(b *testing.B) {
 		recordRatio(b, "start to first byte", atMost(1.2), ours.Seconds()/ref.Seconds(), ms(ours), ms(ref), "ms")
 	}
 }
-
-var startWarmUp sync.Once
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

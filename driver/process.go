@@ -107,9 +107,9 @@ func (p *process) Stop(ctx context.Context) error { return p.s.Stop(ctx) }
 // Start creates and attaches the exec as the workload user with the fixed
 // environment, no TTY and separate stdout/stderr, then owns its streams
 // under policy.streams. It is once-only and bounded by deadlines.startupMs.
-// Before the exec create and again before the exec start it repeats daemon
-// admission and checks that the owned compute container is still the
-// running one. With policy.execution deadline, the timer starts at this
+// Before the exec create it repeats daemon admission, and before the exec
+// create and again before the exec start it checks that the owned compute
+// container is still the running one. With policy.execution deadline, the timer starts at this
 // call (launch entry) and stays armed until the exit receipt is observed
 // and the streams have ended; its expiry stops the whole sandbox
 // (docs/contract.md#processes-and-streams).

@@ -59,9 +59,17 @@ func (s *sandbox) newSorter() (*spill.Sorter, error) {
 func (s *sandbox) preflight(ctx context.Context, eng *engine, check func(context.Context, *engine) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.b.startupTimeout(s.policy))
 	defer cancel()
+	checkCtx, cancelCheck := context.WithCancel(ctx)
+	defer cancelCheck()
 	daemon := make(chan error, 1)
-	go func() { daemon <- s.checkDaemon(ctx, eng) }()
-	checkErr := check(ctx, eng)
+	go func() {
+		err := s.checkDaemon(ctx, eng)
+		if err != nil {
+			cancelCheck() // reported instead of the check's outcome anyway
+		}
+		daemon <- err
+	}()
+	checkErr := check(checkCtx, eng)
 	if err := <-daemon; err != nil {
 		return err
 	}
