@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,4 +216,53 @@ func writeResults(w io.Writer) {
 		})
 	}
 	_ = tab.Render()
+}
+
+// cpuMark is a point in the machine's and this process's CPU time, read
+// by markCPU.
+type cpuMark struct {
+	busy, self time.Duration
+	ok         bool
+}
+
+// markCPU reads the CPU time every CPU of the machine spent busy (from
+// /proc/stat: user, nice, system, irq, softirq and steal, in the kernel's
+// fixed USER_HZ of 100 ticks per second, so 10 ms resolution) and the CPU
+// time of this process (getrusage). ok is false where either is missing.
+func markCPU() cpuMark {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuMark{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuMark{}
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system irq softirq steal
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return cpuMark{}
+		}
+		ticks += v
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuMark{}
+	}
+	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpuMark{busy: time.Duration(ticks) * 10 * time.Millisecond, self: self, ok: true}
+}
+
+// outside returns the CPU time the machine spent busy outside this process
+// since m: on a machine running nothing but the benchmark, the Engine's
+// (dockerd, containerd, shims, runc and the containers' processes). ok is
+// false where either mark could not be read.
+func (m cpuMark) outside() (time.Duration, bool) {
+	now := markCPU()
+	if !m.ok || !now.ok {
+		return 0, false
+	}
+	return (now.busy - m.busy) - (now.self - m.self), true
 }
