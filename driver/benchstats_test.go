@@ -226,8 +226,10 @@ type cpuMark struct {
 }
 
 // markCPU reads the CPU time every CPU of the machine spent busy (from
-// /proc/stat: user, nice, system, irq, softirq and steal, in the kernel's
-// fixed USER_HZ of 100 ticks per second, so 10 ms resolution) and the CPU
+// /proc/stat: user, nice, system, irq and softirq, in the kernel's fixed
+// USER_HZ of 100 ticks per second, so 10 ms resolution; steal is left out,
+// being time the hypervisor gave to someone else, and guest time is already
+// in user) and the CPU
 // time of this process (getrusage). ok is false where either is missing.
 func markCPU() cpuMark {
 	data, err := os.ReadFile("/proc/stat")
@@ -240,7 +242,7 @@ func markCPU() cpuMark {
 		return cpuMark{}
 	}
 	var ticks int64
-	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system irq softirq steal
+	for _, i := range []int{1, 2, 3, 6, 7} { // user nice system irq softirq
 		v, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
 			return cpuMark{}
