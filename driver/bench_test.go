@@ -402,8 +402,8 @@ type liveSandbox struct {
 // concurrentSandboxes starts n idle sandboxes concurrently from a fresh
 // Backend, returns the time until the last first byte, the heap growth per
 // live sandbox in bytes and the CPU time the machine spent outside this
-// process until then (0 where it cannot be read), then destroys them all
-// and checks that nothing is left: no goroutine, no Engine resource.
+// process until then (cpuMark.outside), then destroys them all and checks
+// that nothing is left: no goroutine, no Engine resource.
 func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duration, float64, time.Duration) {
 	b.Helper()
 	ignore := goleak.IgnoreCurrent()
@@ -473,7 +473,7 @@ func concurrentSandboxes(b *testing.B, ctx context.Context, n int) (time.Duratio
 		})
 	}
 	wg.Wait()
-	engineCPU, _ := cpu0.outside()
+	engineCPU := cpu0.outside()
 	var last time.Duration
 	for _, d := range first {
 		last = max(last, d)
@@ -542,8 +542,8 @@ func heapAlloc() uint64 {
 
 // concurrentClient runs n minimal client sequences in parallel and returns
 // the time until the last first byte and the CPU time the machine spent
-// outside this process until then (0 where it cannot be read); everything
-// is removed afterwards.
+// outside this process until then (cpuMark.outside); everything is removed
+// afterwards.
 func concurrentClient(b *testing.B, ctx context.Context, cli *client.Client, n int) (time.Duration, time.Duration) {
 	b.Helper()
 	image := enginetest.Image(b)
@@ -572,7 +572,7 @@ func concurrentClient(b *testing.B, ctx context.Context, cli *client.Client, n i
 		})
 	}
 	wg.Wait()
-	engineCPU, _ := cpu0.outside()
+	engineCPU := cpu0.outside()
 	var last time.Duration
 	for _, d := range first {
 		last = max(last, d)

@@ -219,18 +219,17 @@ func writeResults(w io.Writer) {
 }
 
 // cpuMark is a point in the machine's and this process's CPU time, read
-// by markCPU.
+// by markCPU; the zero cpuMark is one that could not be read.
 type cpuMark struct {
 	busy, self time.Duration
 	ok         bool
 }
 
-// markCPU reads the CPU time every CPU of the machine spent busy (from
-// /proc/stat: user, nice, system, irq and softirq, in the kernel's fixed
-// USER_HZ of 100 ticks per second, so 10 ms resolution; steal is left out,
-// being time the hypervisor gave to someone else, and guest time is already
-// in user) and the CPU
-// time of this process (getrusage). ok is false where either is missing.
+// markCPU reads the CPU time every CPU of the machine spent busy and the
+// CPU time of this process (getrusage). Busy time comes from /proc/stat:
+// user, nice, system, irq and softirq, in the kernel's fixed USER_HZ of 100
+// ticks per second, so 10 ms resolution; steal is left out, being time the
+// hypervisor gave to someone else, and guest time is already in user.
 func markCPU() cpuMark {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -259,12 +258,13 @@ func markCPU() cpuMark {
 
 // outside returns the CPU time the machine spent busy outside this process
 // since m: on a machine running nothing but the benchmark, the Engine's
-// (dockerd, containerd, shims, runc and the containers' processes). ok is
-// false where either mark could not be read.
-func (m cpuMark) outside() (time.Duration, bool) {
+// (dockerd, containerd, shims, runc and the containers' processes). It is
+// 0 where either mark could not be read, or where the 10 ms ticks leave
+// nothing measurable.
+func (m cpuMark) outside() time.Duration {
 	now := markCPU()
 	if !m.ok || !now.ok {
-		return 0, false
+		return 0
 	}
-	return (now.busy - m.busy) - (now.self - m.self), true
+	return max(0, (now.busy-m.busy)-(now.self-m.self))
 }
