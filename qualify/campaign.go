@@ -34,6 +34,9 @@ type campaign struct {
 	results []*evidence.Scenario        // by k-1; nil when not run
 	order   []string
 	err     error
+	// abandoned names the directory of a scenario that did not return
+	// within its grace period; nothing starts after it.
+	abandoned string
 }
 
 // runCampaign runs every manifest entry cfg.Repeat times (at least once),
@@ -64,13 +67,13 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 			if exclusive {
 				wg.Wait()
 			}
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !c.stopped() {
 				select {
 				case slots <- struct{}{}:
 				case <-ctx.Done():
 				}
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || c.stopped() {
 				c.notRun(j)
 				continue
 			}
@@ -150,7 +153,16 @@ func (c *campaign) label(j job) string {
 	return l
 }
 
-// notRun records j as skipped because the run was interrupted first.
+// stopped reports whether a scenario was abandoned, after which nothing
+// new starts.
+func (c *campaign) stopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.abandoned != ""
+}
+
+// notRun records j as skipped because the run was interrupted, or a
+// scenario abandoned, first.
 func (c *campaign) notRun(j job) {
 	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Verdict: evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}}
 	if c.cfg.Repeat > 1 {
@@ -158,7 +170,11 @@ func (c *campaign) notRun(j job) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.run.Interrupted = true
+	if c.abandoned != "" {
+		sum.Verdict.Reason = "not run: scenario " + c.abandoned + " was abandoned"
+	} else {
+		c.run.Interrupted = true
+	}
 	c.sums[j.k-1] = sum
 	fmt.Fprintf(c.stderr, "%s ... %s\n", c.label(j), sum.Verdict)
 }
@@ -195,7 +211,14 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 			fmt.Fprintf(c.stderr, prefix+format+"\n", args...)
 		}
 	}
-	ev := runScenario(ctx, cfg.Registry[j.e.Name], env, j.k, j.e, cfg.Engine)
+	ev, abandoned := runScenario(ctx, cfg.Registry[j.e.Name], env, j.k, j.e, cfg.Engine, cfg.limits())
+	if abandoned {
+		c.mu.Lock()
+		if c.abandoned == "" {
+			c.abandoned = dirName
+		}
+		c.mu.Unlock()
+	}
 	if c.cfg.Repeat > 1 {
 		ev.Repeat = j.r
 	}

@@ -80,6 +80,17 @@ type Config struct {
 	// implements scenario.Exclusive runs alone. The report's Campaign
 	// records the order in which they started.
 	Parallel int
+	// ScenarioTimeout bounds each scenario run, from its start; 0 means
+	// DefaultScenarioTimeout. When it passes, the scenario's context is
+	// cancelled with a *TimeLimitError, the goroutine stacks are written to
+	// GoroutinesFile in its directory, and it fails once it returns.
+	ScenarioTimeout time.Duration
+	// ScenarioGrace is how long a scenario whose context was cancelled
+	// (time limit or interruption) may take to clean up and return; 0
+	// means twice the policy's cleanup deadline plus a minute. A scenario
+	// that does not return within it is abandoned: it fails, and the run
+	// starts nothing more and writes its report.
+	ScenarioGrace time.Duration
 	// Host is the host filesystem the scenarios' cgroup observer reads
 	// (/proc, /sys/fs/cgroup); nil means the real root. Tests substitute a
 	// filesystem that misreports a counter.
@@ -289,31 +300,47 @@ func admitHeader(ctx context.Context, m *manifest.Manifest, imageID, out string)
 	return a, adm.Engine
 }
 
-// runScenario runs one scenario and turns its record into evidence. A
-// panic becomes the scenario's failure.
-func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, idx int, e manifest.Entry, cli *client.Client) *evidence.Scenario {
+// runScenario runs one scenario, bounded by l (superviseScenario), and
+// turns its record into evidence. A panic becomes the scenario's failure;
+// a scenario past its time limit fails with a *TimeLimitError, not as
+// interrupted. abandoned reports a scenario that did not return within
+// the grace period: its evidence holds the checks recorded so far and no
+// absence checks (it may still hold what it created), and the caller must
+// not start another scenario.
+func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, idx int, e manifest.Entry, cli *client.Client, l scenarioLimits) (ev *evidence.Scenario, abandoned bool) {
 	rec := scenario.NewRecord()
 	start := time.Now()
-	var failure error
-	func() {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() {
+		var failure error
 		defer func() {
 			if p := recover(); p != nil {
 				failure = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 			}
+			done <- failure
 		}()
 		if sc == nil {
 			failure = fmt.Errorf("scenario %q is not registered", e.Name)
 			return
 		}
-		failure = sc.Run(ctx, env, e.Params, rec)
+		failure = sc.Run(sctx, env, e.Params, rec)
 	}()
+	failure, timedOut, abandoned, dumpErr := superviseScenario(ctx, cancel, done, e.Name, env.Dir, l)
 	// Judged when Run returns: a signal during the absence checks below
 	// does not turn a completed scenario into an interrupted one.
 	interrupted := ctx.Err() != nil
+	if timedOut || abandoned {
+		failure = limitFailure(context.Cause(sctx), failure, timedOut, abandoned, l, dumpErr)
+	}
+	if abandoned {
+		return abandonedEvidence(rec, env, idx, e, start, failure, interrupted), true
+	}
 	snap := rec.Snapshot()
 	encodable(snap.Requested)
 	encodable(snap.Observed)
-	ev := &evidence.Scenario{
+	ev = &evidence.Scenario{
 		Schema: evidence.Schema, Index: idx, Name: e.Name, Namespace: env.Namespace, Params: e.Params,
 		Requested: snap.Requested, Observed: snap.Observed, Checks: snap.Checks,
 		CleanupErrors: snap.CleanupErrors, Resources: []evidence.Resource{},
@@ -354,6 +381,58 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 		ev.Failure = evidence.NoChecksReason
 	}
 	ev.Verdict = evidence.ScenarioVerdict(ev, snap.Verdict, interrupted)
+	ev.Timing = evidence.NewTiming(start, time.Now())
+	return ev, false
+}
+
+// limitFailure is the failure of a scenario that ran past its time limit
+// or was abandoned: what happened, where the goroutine stacks are, and the
+// scenario's own error when it returned one.
+func limitFailure(cause, failure error, timedOut, abandoned bool, l scenarioLimits, dumpErr error) error {
+	var err error
+	if timedOut {
+		err = cause
+	}
+	if abandoned {
+		what := "after the run was interrupted"
+		if timedOut {
+			what = "after its time limit"
+		}
+		a := fmt.Errorf("did not return within %s %s; abandoned, so the run stops here (what it created may still exist)", l.grace, what)
+		if err != nil {
+			a = fmt.Errorf("%w; %w", err, a)
+		}
+		err = a
+	}
+	if dumpErr != nil {
+		err = fmt.Errorf("%w (writing %s: %v)", err, GoroutinesFile, dumpErr)
+	} else {
+		err = fmt.Errorf("%w (goroutine stacks in %s)", err, GoroutinesFile)
+	}
+	if failure != nil {
+		err = fmt.Errorf("%w; then: %w", err, failure)
+	}
+	return err
+}
+
+// abandonedEvidence is the evidence of a scenario that never returned:
+// its checks and cleanup errors so far, no facts (the scenario may still
+// be writing them) and no absence checks.
+func abandonedEvidence(rec *scenario.Record, env *scenario.Env, idx int, e manifest.Entry, start time.Time, failure error, interrupted bool) *evidence.Scenario {
+	snap := rec.Snapshot()
+	ev := &evidence.Scenario{
+		Schema: evidence.Schema, Index: idx, Name: e.Name, Namespace: env.Namespace, Params: e.Params,
+		Requested: map[string]any{}, Observed: map[string]any{}, Checks: snap.Checks,
+		CleanupErrors: append(snap.CleanupErrors, "resources not checked: the scenario was abandoned while running"),
+		Resources:     []evidence.Resource{}, Failure: failure.Error(),
+	}
+	if ev.Checks == nil {
+		ev.Checks = []evidence.Check{}
+	}
+	if interrupted {
+		ev.Failure = "interrupted: " + ev.Failure
+	}
+	ev.Verdict = evidence.ScenarioVerdict(ev, nil, interrupted)
 	ev.Timing = evidence.NewTiming(start, time.Now())
 	return ev
 }

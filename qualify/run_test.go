@@ -20,6 +20,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
@@ -33,6 +34,8 @@ type fake struct {
 	calls *atomic.Int64
 	// running and most track concurrent "slow" runs.
 	running, most *atomic.Int64
+	// release ends a "hang" run, which ignores its context.
+	release chan struct{}
 }
 
 type fakeParams struct {
@@ -47,10 +50,10 @@ func (fake) Validate(params map[string]any) error {
 		return err
 	}
 	switch p.Outcome {
-	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "nochecks", "flaky", "slow":
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "hang", "nochecks", "flaky", "slow":
 		return nil
 	}
-	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, nochecks, flaky, slow", p.Outcome)
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, hang, nochecks, flaky, slow", p.Outcome)
 }
 
 func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
@@ -94,6 +97,9 @@ func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any,
 		cctx := context.WithoutCancel(ctx)
 		rec.Observe("cleanupRan", cctx.Err() == nil)
 		return ctx.Err()
+	case "hang":
+		close(f.started)
+		<-f.release
 	}
 	return nil
 }
@@ -281,4 +287,85 @@ func TestManifestRejectsUnknownFakeOutcome(t *testing.T) {
 	doc := fmt.Sprintf(fakeManifest, strings.Repeat("a", 64)) + "  - {name: fake, params: {outcome: maybe}}\n"
 	_, err := manifest.Parse("fake.yaml", []byte(doc), scenario.NewRegistry(fake{}))
 	assert.ErrorContains(t, err, `fake.yaml:13: scenarios[0]: scenario fake: params.outcome: "maybe" is not one of`)
+}
+
+// A scenario past its time limit is cancelled with a *TimeLimitError,
+// fails (not as interrupted) once it returns, leaves the goroutine stacks
+// in its directory, and the run goes on.
+func TestRunScenarioTimeLimit(t *testing.T) {
+	f := fake{started: make(chan struct{})}
+	cfg, out := fakeRun(t, f, "block", "pass")
+	cfg.ScenarioTimeout = 100 * time.Millisecond
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	assert.Equal(t, qualify.ExitCode(run), 1)
+	assert.Assert(t, !run.Interrupted)
+	assert.Equal(t, run.Scenarios[0].Verdict.Kind, evidence.Failed)
+	assert.Equal(t, run.Scenarios[1].Verdict.Kind, evidence.Passed)
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
+	assert.Equal(t, ev.Failure, "scenario fake exceeded its time limit of 100ms (goroutine stacks in goroutines.txt); then: context canceled")
+	assert.Equal(t, ev.Observed["cleanupRan"], true, "the scenario cleaned up on a detached context")
+	stacks, err := os.ReadFile(filepath.Join(out, "01-fake", qualify.GoroutinesFile))
+	assert.NilError(t, err)
+	assert.Check(t, is.Contains(string(stacks), "qualify_test.fake.Run"), "the stacks show where the scenario waited")
+}
+
+// A scenario that ignores its cancelled context is abandoned after the
+// grace period: it fails, nothing else starts, and Run returns with a
+// complete report instead of waiting for it.
+func TestRunScenarioAbandoned(t *testing.T) {
+	f := fake{started: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(f.release) })
+	cfg, out := fakeRun(t, f, "pass", "hang", "pass", "pass")
+	cfg.ScenarioTimeout, cfg.ScenarioGrace = 100*time.Millisecond, 200*time.Millisecond
+	keys := t.TempDir()
+	_, pubPath, err := attest.GenerateKey(keys)
+	assert.NilError(t, err)
+	cfg.SigningKey, err = attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
+	assert.NilError(t, err)
+	begin := time.Now()
+	run, err := qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	assert.Check(t, time.Since(begin) < 10*time.Second, "Run waited %s", time.Since(begin))
+	assert.Equal(t, qualify.ExitCode(run), 1)
+	assert.Assert(t, !run.Interrupted)
+	got := []evidence.Verdict{run.Scenarios[0].Verdict, run.Scenarios[1].Verdict, run.Scenarios[2].Verdict, run.Scenarios[3].Verdict}
+	want := []evidence.Verdict{{Kind: evidence.Passed}, {Kind: evidence.Failed}, {Kind: evidence.Skipped, Reason: "not run: scenario 02-fake was abandoned"}, {Kind: evidence.Skipped, Reason: "not run: scenario 02-fake was abandoned"}}
+	assert.Assert(t, cmp.Equal(got, want), cmp.Diff(want, got))
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "02-fake", "evidence.json"))
+	assert.Equal(t, ev.Failure, "scenario fake exceeded its time limit of 100ms; did not return within 200ms after its time limit; "+
+		"abandoned, so the run stops here (what it created may still exist) (goroutine stacks in goroutines.txt)")
+	assert.DeepEqual(t, ev.Checks, []evidence.Check{{Name: "always", Want: "ok", Got: "ok", OK: true}})
+	assert.DeepEqual(t, ev.CleanupErrors, []string{"resources not checked: the scenario was abandoned while running"})
+	_, err = os.Stat(filepath.Join(out, "02-fake", qualify.GoroutinesFile))
+	assert.NilError(t, err)
+	// The report, the stacks included, is signed and verifies.
+	pub, err := attest.LoadPublicKey(pubPath)
+	assert.NilError(t, err)
+	signed, err := evidence.VerifyRun(context.Background(), out, pub)
+	assert.NilError(t, err)
+	assert.Equal(t, signed.Run.Verdict.Kind, evidence.Failed)
+}
+
+// An interruption reaches a running scenario through its context; one that
+// ignores it is abandoned after the grace period, so an interrupted run
+// still ends with its report.
+func TestRunInterruptedScenarioAbandoned(t *testing.T) {
+	f := fake{started: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(f.release) })
+	cfg, out := fakeRun(t, f, "hang", "pass")
+	cfg.ScenarioGrace = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-f.started
+		cancel()
+	}()
+	run, err := qualify.Run(ctx, cfg)
+	assert.NilError(t, err)
+	assert.Equal(t, qualify.ExitCode(run), 130)
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
+	assert.Equal(t, ev.Failure, "interrupted: did not return within 200ms after the run was interrupted; "+
+		"abandoned, so the run stops here (what it created may still exist) (goroutine stacks in goroutines.txt)")
+	assert.Equal(t, ev.Verdict, evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"})
+	assert.Equal(t, run.Scenarios[1].Verdict.Kind, evidence.Skipped)
 }

@@ -24,3 +24,17 @@ func TestRunCampaignFlagBounds(t *testing.T) {
 		}
 	}
 }
+
+// run's --scenario-timeout is bounded (1s to 24h) and refused before the
+// Engine is contacted.
+func TestRunScenarioTimeoutFlagBounds(t *testing.T) {
+	path := writeManifest(t, func(s string) string { return s })
+	for _, v := range []string{"0s", "999ms", "-1m", "25h", "10"} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "--manifest", path, "--scenario-timeout", v}, &stdout, &stderr)
+		assert.Check(t, is.Equal(code, exitcode.Usage), "--scenario-timeout %s", v)
+		if v != "10" {
+			assert.Check(t, is.Contains(stderr.String(), "--scenario-timeout must be 1s..24h0m0s, got "), "--scenario-timeout %s", v)
+		}
+	}
+}

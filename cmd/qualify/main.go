@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--output DIR] [--repeat N] [--parallel N] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
 //	qualify verify --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
@@ -161,15 +161,17 @@ DOCKER_HOST and docker contexts are ignored on purpose.
 	exitcode.Help(w)
 }
 
-// Bounds of run's --repeat and --parallel: a campaign stays one readable
-// report, and concurrency stays below what one Engine serves well.
+// Bounds of run's --repeat, --parallel and --scenario-timeout: a campaign
+// stays one readable report, concurrency stays below what one Engine serves
+// well, and a stuck scenario is noticed within a day.
 const (
-	maxRepeat   = 1000
-	maxParallel = 16
+	maxRepeat          = 1000
+	maxParallel        = 16
+	maxScenarioTimeout = 24 * time.Hour
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--output DIR] [--repeat N] [--parallel N] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
+	c := cli.New("qualify run", "--manifest FILE [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -180,6 +182,11 @@ table (or --json) to stdout.
 The Engine is the manifest's endpoint: DOCKER_HOST and docker contexts are
 ignored on purpose. When the manifest says "image: build" the guest image
 is built first and exactly that image is removed at the end.
+
+Each scenario run is bounded by --scenario-timeout: past it the scenario
+is cancelled and fails, and its directory gets the controller's goroutine
+stacks; one that then does not return within twice the policy's cleanup
+deadline plus a minute is abandoned, and the run starts nothing more.
 
 With --repeat N every scenario runs N times in the one report; a scenario
 that passed some runs and failed others is flaky, which fails the run and
@@ -196,6 +203,7 @@ records the repeat count, the parallelism and each round's start order.`
 	probe := fs.String("probe", "", `prebuilt static guest probe `+"`BINARY`"+` for "image: build" (default: compile it from this source tree)`)
 	repeat := fs.Int("repeat", 1, "run the manifest's scenarios `N` times in one report; a scenario that fails some runs is flaky")
 	parallel := fs.Int("parallel", 1, "run up to `N` scenarios at once, each in its own namespace")
+	scenarioTimeout := fs.Duration("scenario-timeout", qualify.DefaultScenarioTimeout, "fail a scenario still running after `DURATION` (its goroutine stacks go to "+qualify.GoroutinesFile+" in its directory)")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
@@ -204,6 +212,9 @@ records the repeat count, the parallelism and each round's start order.`
 	}
 	if *repeat < 1 || *repeat > maxRepeat || *parallel < 1 || *parallel > maxParallel {
 		return c.UsageError(stderr, fmt.Sprintf("--repeat must be 1..%d and --parallel 1..%d, got %d and %d", maxRepeat, maxParallel, *repeat, *parallel))
+	}
+	if *scenarioTimeout < time.Second || *scenarioTimeout > maxScenarioTimeout {
+		return c.UsageError(stderr, fmt.Sprintf("--scenario-timeout must be 1s..%s, got %s", maxScenarioTimeout, *scenarioTimeout))
 	}
 	reg := scenario.Default()
 	m, err := manifest.Load(*manifestPath, reg)
@@ -239,7 +250,7 @@ records the repeat count, the parallelism and each round's start order.`
 	cfg := qualify.Config{
 		Manifest: m, Registry: reg, Engine: eng, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
-		Repeat: *repeat, Parallel: *parallel,
+		Repeat: *repeat, Parallel: *parallel, ScenarioTimeout: *scenarioTimeout,
 	}
 	if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...")
