@@ -287,6 +287,12 @@ func (s *sibling) finish(ctx context.Context) ([]facts.Result, sandboxapi.Exit, 
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	exit, err := s.proc.Wait(wctx)
+	if err != nil {
+		// The stream may stay open (no receipt): end the readers so the
+		// stderr copy returns.
+		s.proc.Stdout().Close()
+		s.proc.Stderr().Close()
+	}
 	<-s.errDone
 	return rs, exit, errors.Join(werr, cerr, err)
 }

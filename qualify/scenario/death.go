@@ -514,6 +514,10 @@ func (d *death) startChild(bin string) error {
 	}
 	d.cmd = exec.Command(bin, append([]string{ChildCommand}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
+	// Wait also waits for the output copy, which only ends when every
+	// holder of the pipe closes it; the child starts no processes, but a
+	// bound costs nothing.
+	d.cmd.WaitDelay = 10 * time.Second
 	if err := d.cmd.Start(); err != nil {
 		return fmt.Errorf("start child controller: %w", err)
 	}

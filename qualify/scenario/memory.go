@@ -140,6 +140,11 @@ func (s MemoryExhaustion) Run(ctx context.Context, env *Env, params map[string]a
 	w := watchOOMKills(env.HostFS(), o.scope, 5*time.Millisecond)
 	stopErr := o.stop(ctx)
 	rec.Check("control: stop compute", "nil", errText(stopErr), stopErr == nil)
+	if stopErr != nil {
+		// No receipt comes until a stop succeeds: o.cleanup retries it.
+		w.finish()
+		return fmt.Errorf("control: stop: %w", stopErr)
+	}
 	exit, err := pr.wait(ctx)
 	kills := w.finish()
 	if err != nil {

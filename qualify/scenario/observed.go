@@ -161,7 +161,9 @@ func (o *observed) cleanup(ctx context.Context) {
 
 // proc is one running process of an observed sandbox.
 type proc struct {
-	p              sandboxapi.Process
+	p sandboxapi.Process
+	// bound limits wait (waitBound).
+	bound          time.Duration
 	wg             sync.WaitGroup
 	stdout, stderr bytes.Buffer
 	outErr, errErr error
@@ -179,7 +181,7 @@ func (o *observed) start(ctx context.Context, spec sandboxapi.ProcessSpec, keepS
 	if err != nil {
 		return nil, fmt.Errorf("start process: %w", err)
 	}
-	r := &proc{p: p}
+	r := &proc{p: p, bound: waitBound(o.policy)}
 	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
@@ -197,8 +199,25 @@ func (o *observed) start(ctx context.Context, spec sandboxapi.ProcessSpec, keepS
 	return r, nil
 }
 
-// wait waits for the exit receipt and the streams' end.
+// waitBound is how long proc.wait waits for a receipt: the policy's startup
+// deadline plus twice its cleanup deadline. Every probe the catalogue runs
+// ends, or is stopped, well within that; a receipt that has not come by
+// then may never come, because after a failed stop the driver settles it
+// only on a retried stop, which the scenario's cleanup makes after the
+// wait returns.
+//
+// Both deadlines are validated policy values (at most an hour each:
+// sandboxapi.MaxStartupMs, sandboxapi.MaxCleanupMs), so the sum fits a
+// time.Duration.
+func waitBound(p sandboxapi.Policy) time.Duration {
+	return time.Duration(p.Deadlines.StartupMs+2*p.Deadlines.CleanupMs) * time.Millisecond
+}
+
+// wait waits for the exit receipt and the streams' end, for at most
+// r.bound; a wait past it fails with deadline_exceeded.
 func (r *proc) wait(ctx context.Context) (sandboxapi.Exit, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.bound)
+	defer cancel()
 	exit, err := r.p.Wait(ctx)
 	if err != nil {
 		r.p.Stdout().Close()
