@@ -181,7 +181,11 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		Scenarios: []evidence.ScenarioSummary{},
 	}
 	if cfg.Engine != nil {
-		run.Admission, run.Engine = admitHeader(ctx, m, cfg.ImageID, out)
+		// Bounded like a sandbox start: an Engine that stops answering
+		// fails the header's admission instead of holding the run.
+		actx, cancel := context.WithTimeout(ctx, time.Duration(m.Policy.Deadlines.StartupMs)*time.Millisecond)
+		run.Admission, run.Engine = admitHeader(actx, m, cfg.ImageID, out)
+		cancel()
 	}
 	run.Tuple = evidence.TupleOf(run)
 

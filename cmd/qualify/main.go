@@ -161,6 +161,11 @@ DOCKER_HOST and docker contexts are ignored on purpose.
 	exitcode.Help(w)
 }
 
+// imageBuildTimeout bounds building the guest image for "image: build"
+// (seconds on lane A, about 6 s on lane C's emulated CPU; compiling the
+// probe when --probe is not given takes longer).
+const imageBuildTimeout = 10 * time.Minute
+
 // Bounds of run's --repeat, --parallel and --scenario-timeout: a campaign
 // stays one readable report, concurrency stays below what one Engine serves
 // well, and a stuck scenario is noticed within a day.
@@ -254,7 +259,9 @@ records the repeat count, the parallelism and each round's start order.`
 	}
 	if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...")
-		img, err := guest.Build(ctx, eng, guest.BuildOptions{ProbeBinary: *probe})
+		bctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
+		img, err := guest.Build(bctx, eng, guest.BuildOptions{ProbeBinary: *probe})
+		cancel()
 		if err != nil {
 			fmt.Fprintf(stderr, " failed\nqualify: %v\n", err)
 			return exitcode.Unavailable

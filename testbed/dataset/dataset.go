@@ -232,7 +232,10 @@ func Build(ctx context.Context, cli *client.Client, spec Spec) (Image, error) {
 	}
 	img := Image{ID: id, Architecture: spec.Architecture, Spec: spec}
 	if err := verify(ctx, cli, img); err != nil {
-		if rmErr := Remove(context.WithoutCancel(ctx), cli, id); rmErr != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		rmErr := Remove(rctx, cli, id)
+		cancel()
+		if rmErr != nil {
 			return Image{}, errors.Join(err, fmt.Errorf("removing the rejected image: %w", rmErr))
 		}
 		return Image{}, err
@@ -322,6 +325,11 @@ func (s Spec) archive() ([]byte, error) {
 	}
 	return out.Bytes(), nil
 }
+
+// removeTimeout bounds the removal of an image a build rejected; the
+// caller's context may already be cancelled, so the removal runs detached
+// from it and needs its own end.
+const removeTimeout = 2 * time.Minute
 
 // NonceLabel is the image config label holding a build's random nonce.
 const NonceLabel = "org.qualbox.dataset.nonce"

@@ -28,6 +28,11 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
+// removeTimeout bounds the removal of an image a build rejected; the
+// caller's context may already be cancelled, so the removal runs detached
+// from it and needs its own end.
+const removeTimeout = 2 * time.Minute
+
 // Fixed guest image layout.
 const (
 	// ProbePath is where the probe is installed in the image.
@@ -145,7 +150,10 @@ func Build(ctx context.Context, cli *client.Client, opts BuildOptions) (Image, e
 		return Image{}, err
 	}
 	if err := verify(ctx, cli, id, opts.Architecture); err != nil {
-		if rmErr := Remove(context.WithoutCancel(ctx), cli, id); rmErr != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		rmErr := Remove(rctx, cli, id)
+		cancel()
+		if rmErr != nil {
 			return Image{}, errors.Join(err, fmt.Errorf("removing the rejected image: %w", rmErr))
 		}
 		return Image{}, err
