@@ -45,8 +45,9 @@ type campaign struct {
 // each entry's tally when repeated, when it repeated or ran in
 // parallel). It returns the scenario evidence that was written, in campaign order. A
 // scenario that implements scenario.Exclusive waits for the running ones
-// and runs alone. After ctx is cancelled nothing new starts; what did not
-// start is listed as skipped ("not run: interrupted").
+// and runs alone. After ctx is cancelled, or a scenario was abandoned,
+// nothing new starts; what did not start is listed as skipped ("not run:
+// interrupted", or naming the abandoned scenario).
 func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string, stderr io.Writer) ([]*evidence.Scenario, error) {
 	m := cfg.Manifest
 	repeat, parallel := max(cfg.Repeat, 1), max(cfg.Parallel, 1)
@@ -74,7 +75,7 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 				}
 			}
 			if ctx.Err() != nil || c.stopped() {
-				c.notRun(j)
+				c.notRun(ctx, j)
 				continue
 			}
 			if exclusive {
@@ -124,7 +125,7 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 			for r := 0; r < repeat; r++ {
 				s := c.sums[r*n+i]
 				if s.Dir == "" {
-					continue // not run: interrupted
+					continue // not run: interrupted, or after an abandoned scenario
 				}
 				t.Runs++
 				if s.Verdict.Kind == evidence.Passed {
@@ -163,14 +164,14 @@ func (c *campaign) stopped() bool {
 
 // notRun records j as skipped because the run was interrupted, or a
 // scenario abandoned, first.
-func (c *campaign) notRun(j job) {
+func (c *campaign) notRun(ctx context.Context, j job) {
 	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Verdict: evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}}
 	if c.cfg.Repeat > 1 {
 		sum.Repeat = j.r
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.abandoned != "" {
+	if c.abandoned != "" && ctx.Err() == nil {
 		sum.Verdict.Reason = "not run: scenario " + c.abandoned + " was abandoned"
 	} else {
 		c.run.Interrupted = true

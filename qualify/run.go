@@ -160,7 +160,9 @@ func PrepareOutput(dir string) (string, error) {
 // It returns the run evidence; the error is for problems that prevent a
 // report (output directory, writing files). Cancelling ctx marks the
 // running scenario failed ("interrupted", after its cleanup ran) and the
-// rest skipped ("not run"), then writes the partial report.
+// rest skipped ("not run"), then writes the partial report. A scenario
+// past cfg.ScenarioTimeout fails and the run goes on; one that does not
+// return after its cancellation is abandoned and the rest are skipped.
 func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 	m := cfg.Manifest
 	stdout, stderr := orDiscard(cfg.Stdout), orDiscard(cfg.Stderr)
@@ -402,7 +404,11 @@ func limitFailure(cause, failure error, timedOut, abandoned bool, l scenarioLimi
 		if timedOut {
 			what = "after its time limit"
 		}
-		a := fmt.Errorf("did not return within %s %s; abandoned, so the run stops here (what it created may still exist)", l.grace, what)
+		grace := l.interrupted
+		if timedOut {
+			grace = l.grace
+		}
+		a := fmt.Errorf("did not return within %s %s; abandoned, so the run stops here (what it created may still exist)", grace, what)
 		if err != nil {
 			a = fmt.Errorf("%w; %w", err, a)
 		}
@@ -420,8 +426,9 @@ func limitFailure(cause, failure error, timedOut, abandoned bool, l scenarioLimi
 }
 
 // abandonedEvidence is the evidence of a scenario that never returned:
-// its checks and cleanup errors so far, no facts (the scenario may still
-// be writing them) and no absence checks.
+// its checks and cleanup errors so far, the resources its owners recorded
+// (not checked for absence: the scenario may still hold them), and no
+// facts (the scenario may still be writing them).
 func abandonedEvidence(rec *scenario.Record, env *scenario.Env, idx int, e manifest.Entry, start time.Time, failure error, interrupted bool) *evidence.Scenario {
 	snap := rec.Snapshot()
 	ev := &evidence.Scenario{
@@ -429,6 +436,10 @@ func abandonedEvidence(rec *scenario.Record, env *scenario.Env, idx int, e manif
 		Requested: map[string]any{}, Observed: map[string]any{}, Checks: snap.Checks,
 		CleanupErrors: append(snap.CleanupErrors, "resources not checked: the scenario was abandoned while running"),
 		Resources:     []evidence.Resource{}, Failure: failure.Error(),
+	}
+	// What its owners had recorded so far, unchecked (Absent stays unset).
+	for _, owner := range snap.Owners {
+		ev.Resources = append(ev.Resources, scenario.Resources(owner)...)
 	}
 	if ev.Checks == nil {
 		ev.Checks = []evidence.Check{}

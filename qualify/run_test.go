@@ -50,10 +50,10 @@ func (fake) Validate(params map[string]any) error {
 		return err
 	}
 	switch p.Outcome {
-	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "hang", "nochecks", "flaky", "slow":
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow":
 		return nil
 	}
-	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, hang, nochecks, flaky, slow", p.Outcome)
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow", p.Outcome)
 }
 
 func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
@@ -96,6 +96,11 @@ func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any,
 		// Cleanup runs on a context detached from the cancelled one.
 		cctx := context.WithoutCancel(ctx)
 		rec.Observe("cleanupRan", cctx.Err() == nil)
+		return ctx.Err()
+	case "slow-cleanup":
+		close(f.started)
+		<-ctx.Done()
+		time.Sleep(400 * time.Millisecond)
 		return ctx.Err()
 	case "hang":
 		close(f.started)
@@ -367,5 +372,27 @@ func TestRunInterruptedScenarioAbandoned(t *testing.T) {
 	assert.Equal(t, ev.Failure, "interrupted: did not return within 200ms after the run was interrupted; "+
 		"abandoned, so the run stops here (what it created may still exist) (goroutine stacks in goroutines.txt)")
 	assert.Equal(t, ev.Verdict, evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"})
-	assert.Equal(t, run.Scenarios[1].Verdict.Kind, evidence.Skipped)
+	assert.Equal(t, run.Scenarios[1].Verdict, evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"},
+		"the interruption, not the abandonment, is why the rest did not run")
+}
+
+// After an interruption the time limit no longer applies: a scenario
+// cleaning up past it fails as interrupted, with no time-limit failure
+// and no stacks.
+func TestRunInterruptedNoTimeLimit(t *testing.T) {
+	f := fake{started: make(chan struct{})}
+	cfg, out := fakeRun(t, f, "slow-cleanup")
+	cfg.ScenarioTimeout = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-f.started
+		cancel()
+	}()
+	run, err := qualify.Run(ctx, cfg)
+	assert.NilError(t, err)
+	assert.Equal(t, qualify.ExitCode(run), 130)
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
+	assert.Equal(t, ev.Failure, "interrupted: context canceled")
+	_, err = os.Stat(filepath.Join(out, "01-fake", qualify.GoroutinesFile))
+	assert.Assert(t, os.IsNotExist(err), "no stacks for an interrupted scenario that returned")
 }

@@ -37,17 +37,25 @@ func (e *TimeLimitError) Error() string {
 	return fmt.Sprintf("scenario %s exceeded its time limit of %s", e.Scenario, e.Limit)
 }
 
-// scenarioLimits are the two bounds of one scenario run: limit from its
-// start until its context is cancelled, then grace for it to clean up and
-// return before the run abandons it.
+// interruptGrace caps the grace period after an interruption: whoever
+// interrupted wants the run to end soon (a service manager stopping it
+// kills it after its own timeout), and the report still has to be written.
+const interruptGrace = time.Minute
+
+// scenarioLimits are the bounds of one scenario run: limit from its start
+// until its context is cancelled, then grace (after the time limit) or
+// interrupted (after an interruption) for it to clean up and return before
+// the run abandons it.
 type scenarioLimits struct {
-	limit, grace time.Duration
+	limit, grace, interrupted time.Duration
 }
 
 // limits returns cfg's scenario bounds: ScenarioTimeout (default
-// DefaultScenarioTimeout), and a grace of twice the policy's cleanup
-// deadline plus a minute, enough for a cancelled scenario's own cleanup and
-// the harness's absence checks.
+// DefaultScenarioTimeout); a grace of ScenarioGrace, by default twice the
+// policy's cleanup deadline plus a minute, enough for a cancelled
+// scenario's own cleanup (stop, then destroy, each bounded by the cleanup
+// deadline); and after an interruption the smaller of that grace and
+// interruptGrace.
 func (cfg *Config) limits() scenarioLimits {
 	l := scenarioLimits{limit: cfg.ScenarioTimeout, grace: cfg.ScenarioGrace}
 	if l.limit <= 0 {
@@ -56,22 +64,24 @@ func (cfg *Config) limits() scenarioLimits {
 	if l.grace <= 0 {
 		l.grace = 2*time.Duration(cfg.Manifest.Policy.Deadlines.CleanupMs)*time.Millisecond + time.Minute
 	}
+	l.interrupted = min(l.grace, interruptGrace)
 	return l
 }
 
 // superviseScenario waits for done, the outcome of a scenario running on
 // sctx (a child of ctx that cancel cancels). When the time limit passes
 // first, it writes GoroutinesFile into dir and cancels sctx with a
-// *TimeLimitError; when ctx is cancelled first (an interruption), the
-// scenario sees that through sctx. Either way the scenario then has the
-// grace period to return; if it does not, superviseScenario writes
-// GoroutinesFile (unless already written) and gives up: abandoned is true
-// and the scenario's goroutine is left running. timedOut reports whether
-// the time limit passed. dumpErr is the error writing GoroutinesFile, if
-// any.
+// *TimeLimitError, and the scenario has l.grace to return; when ctx is
+// cancelled first (an interruption), the scenario sees that through sctx,
+// the time limit no longer applies, and it has l.interrupted to return.
+// If it does not, superviseScenario writes GoroutinesFile (unless already
+// written) and gives up: abandoned is true and the scenario's goroutine is
+// left running. timedOut reports whether the time limit passed. dumpErr
+// is the error writing GoroutinesFile, if any.
 func superviseScenario(ctx context.Context, cancel context.CancelCauseFunc, done <-chan error, name, dir string, l scenarioLimits) (failure error, timedOut, abandoned bool, dumpErr error) {
 	limit := time.NewTimer(l.limit)
 	defer limit.Stop()
+	limitC := limit.C
 	var giveUp <-chan time.Time
 	interrupted := ctx.Done()
 	dumped := false
@@ -84,17 +94,22 @@ func superviseScenario(ctx context.Context, cancel context.CancelCauseFunc, done
 		select {
 		case failure = <-done:
 			return failure, timedOut, false, dumpErr
-		case <-limit.C:
+		case <-limitC:
+			limitC = nil
+			select {
+			case failure = <-done:
+				// It returned as the limit passed: not late.
+				return failure, false, false, nil
+			default:
+			}
 			timedOut = true
 			dump()
 			cancel(&TimeLimitError{Scenario: name, Limit: l.limit})
-			if giveUp == nil {
-				giveUp = time.After(l.grace)
-			}
+			giveUp = time.After(l.grace)
 		case <-interrupted:
-			interrupted = nil
+			interrupted, limitC = nil, nil
 			if giveUp == nil {
-				giveUp = time.After(l.grace)
+				giveUp = time.After(l.interrupted)
 			}
 		case <-giveUp:
 			dump()

@@ -34,8 +34,13 @@
 # Bounds (seconds, environment): LANEC_BOOT_TIMEOUT (qemu start until the
 # job unit starts, default 900), LANEC_ENGINE_TIMEOUT (then until the
 # guest's Engine answers, default 900), LANEC_RUN_TIMEOUT (the job itself,
-# default 3600), LANEC_STOP_GRACE (ACPI power-down until qemu is killed,
-# default 180). The defaults allow for a host shared with other work: on an
+# default 2400), LANEC_STOP_GRACE (ACPI power-down until qemu is killed,
+# default 180), LANEC_DEADLINE (an absolute end for the guest, in seconds
+# since the epoch: reached first, it stops the guest like a timeout; CI
+# sets it so that a stuck job still ends, with its diagnostics, inside CI's
+# budget), LANEC_SCENARIO_TIMEOUT (qualify's --scenario-timeout in the
+# guest, default 10m: the slowest scenario takes about 70 s there, and one
+# past its limit leaves its goroutine stacks in the report). The defaults allow for a host shared with other work: on an
 # idle 2-core host the guest boots in about 20 s and dockerd is ready
 # about 10 s later. On failure the guest's
 # last console lines are printed. The qemu process this script started is
@@ -63,7 +68,14 @@ SUITE=bookworm
 B_PREFIX=/opt/qualbox-moby
 BOOT_TIMEOUT=${LANEC_BOOT_TIMEOUT:-900}
 ENGINE_TIMEOUT=${LANEC_ENGINE_TIMEOUT:-900}
-RUN_TIMEOUT=${LANEC_RUN_TIMEOUT:-3600}
+RUN_TIMEOUT=${LANEC_RUN_TIMEOUT:-2400}
+SCENARIO_TIMEOUT=${LANEC_SCENARIO_TIMEOUT:-10m}
+DEADLINE=${LANEC_DEADLINE:-}
+if [ -n "$DEADLINE" ] && ! [[ $DEADLINE =~ ^[0-9]{10,}$ ]]; then
+	echo "lanec: LANEC_DEADLINE must be an absolute time in seconds since the epoch (date +%s), got '$DEADLINE'" >&2
+	exit 2
+fi
+PROGRESS_SHOWN=()
 STOP_GRACE=${LANEC_STOP_GRACE:-180}
 IMAGE_BYTES=8G
 
@@ -329,6 +341,48 @@ console_tail() {
 	fi
 }
 
+# show_progress prints the complete lines the guest's qualify and
+# conformance logs gained since the last call (the 9p folder is uncached,
+# so the guest's writes are visible at once): a log that runs long or is
+# cut off shows how far the job got. qualify prints one line per scenario;
+# of the conformance log the test start and verdict lines are shown.
+# `show_progress final`, after the guest stopped, also shows a last line
+# without its newline (qualify's "[k/N] name ..." of a scenario still
+# running), and at most 300 further lines per log (a goroutine dump can be
+# long; the whole logs are copied beside the report).
+show_progress() {
+	local final=${1:-} i f n from to tag
+	local files=("$WORK/share/state/qualify.log" "$WORK/share/state/conformance.log")
+	for i in 0 1; do
+		f=${files[$i]}
+		[ -f "$f" ] || continue
+		n=$(wc -l <"$f")
+		from=$((${PROGRESS_SHOWN[$i]:-0} + 1))
+		to=$n
+		if [ -n "$final" ] && ((to - from >= 300)); then
+			to=$((from + 299))
+		fi
+		if ((to >= from)); then
+			if [ "$i" = 0 ] || [ -n "$final" ]; then
+				tag=qualify
+				[ "$i" = 0 ] || tag=conformance
+				sed -n "${from},${to}p" "$f" | sed "s/^/  guest $tag| /" >&2
+			else
+				sed -n "${from},${to}p" "$f" | grep -E '^(=== RUN|[[:space:]]*--- |ok|FAIL|PASS|panic)' |
+					sed 's/^/  guest conformance| /' >&2 || true
+			fi
+			PROGRESS_SHOWN[$i]=$to
+		fi
+		if [ -n "$final" ]; then
+			if ((to < n)); then
+				echo "  guest ${f##*/}: $((n - to)) more lines in the copy beside the report" >&2
+			elif [ -s "$f" ] && [ "$(tail -c 1 "$f" | od -An -c | tr -d ' ')" != '\n' ]; then
+				echo "  guest ${f##*/}| $(tail -n 1 "$f") (unfinished when the guest stopped)" >&2
+			fi
+		fi
+	done
+}
+
 qemu_alive() { [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; }
 
 # stop_guest powers the guest down through the ACPI power button (systemd
@@ -357,6 +411,7 @@ cleanup_run() {
 	trap - EXIT INT TERM
 	if qemu_alive; then
 		stop_guest
+		show_progress final
 		console_tail
 		rc=1
 	fi
@@ -377,6 +432,10 @@ boot_job() {
 	mkdir -p "$WORK/share/state"
 	local t0 now
 	t0=$(date +%s)
+	if [ -n "$DEADLINE" ] && (($(date +%s) >= DEADLINE)); then
+		log "LANEC_DEADLINE passed before the guest booted"
+		return 1
+	fi
 	log "booting the guest under TCG (qemu64, 2 vCPUs, 4 GiB); console $WORK/console.log"
 	# -snapshot keeps the cached root pristine: the guest's writes go to a
 	# temporary file qemu deletes.
@@ -414,15 +473,31 @@ boot_job() {
 			console_tail 60
 			return 1
 		fi
+		if [ -n "$DEADLINE" ] && ((now >= DEADLINE)); then
+			log "LANEC_DEADLINE passed before the job started"
+			stop_guest
+			console_tail 60
+			return 1
+		fi
 		sleep 1
 	done
 	TIMINGS+=("ready_s $(($(date +%s) - t0)) (qemu start to Engine ready and job start)")
 	log "job started after $(($(date +%s) - t0)) s"
+	PROGRESS_SHOWN=()
 	while qemu_alive; do
+		show_progress
 		now=$(date +%s)
 		if ((now - t0 > BOOT_TIMEOUT + ENGINE_TIMEOUT + RUN_TIMEOUT)); then
 			log "the job did not finish within $RUN_TIMEOUT s"
 			stop_guest
+			show_progress final
+			console_tail 60
+			return 1
+		fi
+		if [ -n "$DEADLINE" ] && ((now >= DEADLINE)); then
+			log "LANEC_DEADLINE passed while the job ran ($((now - t0)) s after qemu started)"
+			stop_guest
+			show_progress final
 			console_tail 60
 			return 1
 		fi
@@ -430,6 +505,7 @@ boot_job() {
 	done
 	wait "$QEMU_PID" || true
 	QEMU_PID=
+	show_progress
 	TIMINGS+=("guest_s $(($(date +%s) - t0)) (qemu start to power-off)")
 	if [ ! -f "$WORK/share/state/job.rc" ]; then
 		log "the guest powered off without recording the job's exit status"
@@ -506,9 +582,18 @@ run() {
 		# qualify runs in the background so that the job's SIGTERM (guest
 		# power-down) reaches it and it writes its partial report.
 		./bin/qualify run --manifest manifest.yaml --output \$W/report --signing-key signing.key \\
-			--probe bin/qualbox-probe >\$S/qualify.log 2>&1 &
+			--probe bin/qualbox-probe --scenario-timeout $SCENARIO_TIMEOUT >\$S/qualify.log 2>&1 &
 		q=\$!
-		trap 'kill -TERM \$q 2>/dev/null; wait \$q; echo 143 >\$S/qualify.rc; cp -a \$W/report /mnt/qualbox/out/; echo 143 >\$S/job.rc; exit 143' TERM
+		# On power-down: SIGTERM, so qualify cancels and writes its partial
+		# report; if it still runs 110 s later (systemd kills the unit at
+		# 150 s), SIGQUIT, so its log gets every goroutine's stack.
+		stop_qualify() {
+			kill -TERM \$q 2>/dev/null
+			for i in \$(seq 110); do kill -0 \$q 2>/dev/null || return 0; sleep 1; done
+			echo "lanec-job: qualify still running 110 s after SIGTERM; SIGQUIT for its goroutine stacks"
+			kill -QUIT \$q 2>/dev/null
+		}
+		trap 'stop_qualify; wait \$q; echo 143 >\$S/qualify.rc; cp -a \$W/report /mnt/qualbox/out/; echo 143 >\$S/job.rc; exit 143' TERM
 		wait \$q || rc=\$?
 		trap - TERM
 		echo \$rc >\$S/qualify.rc
@@ -525,7 +610,9 @@ run() {
 				./bin/driver.test -test.run '^TestConformance\$' -test.v -test.count=1 -test.timeout 40m \\
 				>\$S/conformance.log 2>&1 &
 			q=\$!
-			trap 'kill -TERM \$q 2>/dev/null; wait \$q; echo 143 >\$S/conformance.rc; echo 143 >\$S/job.rc; exit 143' TERM
+			# On power-down: SIGQUIT, so the test binary prints every
+			# goroutine's stack into its log before it exits.
+			trap 'kill -QUIT \$q 2>/dev/null; wait \$q; echo 143 >\$S/conformance.rc; echo 143 >\$S/job.rc; exit 143' TERM
 			wait \$q || crc=\$?
 			trap - TERM
 			echo \$crc >\$S/conformance.rc

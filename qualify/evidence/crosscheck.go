@@ -101,7 +101,8 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 			fail("evidence.json", "scenario %d %q has index %d", i+1, sum.Name, sum.Index)
 		}
 		if sum.Dir == "" {
-			// Not run (interrupted before it): no evidence, no checks.
+			// Not run (interrupted, or a scenario abandoned, before it):
+			// no evidence, no checks.
 			if sum.Verdict.Kind != Skipped || sum.Checks != 0 {
 				fail("evidence.json", "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
 			}
@@ -302,7 +303,7 @@ func campaignProblems(r *Run) []string {
 				out = append(out, fmt.Sprintf("campaign entry %d is %q in repeat 1 but %q in repeat %d", i+1, want.Name, s.Name, k+1))
 			}
 			if s.Dir == "" {
-				continue // not run: interrupted
+				continue // not run: interrupted, or after an abandoned scenario
 			}
 			want.Runs++
 			if s.Verdict.Kind == Passed {
