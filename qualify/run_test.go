@@ -267,14 +267,7 @@ func TestRunRefusesNonEmptyOutput(t *testing.T) {
 func TestRunInterrupted(t *testing.T) {
 	f := fake{started: make(chan struct{})}
 	cfg, out := fakeRun(t, f, "pass", "block", "pass")
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-f.started
-		cancel()
-	}()
-	run, err := qualify.Run(ctx, cfg)
-	assert.NilError(t, err)
-	assert.Equal(t, qualify.ExitCode(run), 130)
+	run := runInterruptedOnStart(t, f, cfg)
 	assert.Assert(t, run.Interrupted)
 	got := []evidence.Verdict{run.Scenarios[0].Verdict, run.Scenarios[1].Verdict, run.Scenarios[2].Verdict}
 	want := []evidence.Verdict{{Kind: evidence.Passed}, {Kind: evidence.Failed, Reason: "interrupted"}, {Kind: evidence.Skipped, Reason: "not run: interrupted"}}
@@ -282,7 +275,7 @@ func TestRunInterrupted(t *testing.T) {
 	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "02-fake", "evidence.json"))
 	assert.Equal(t, ev.Failure, "interrupted: context canceled")
 	assert.Equal(t, ev.Observed["cleanupRan"], true)
-	_, err = os.Stat(filepath.Join(out, "03-fake"))
+	_, err := os.Stat(filepath.Join(out, "03-fake"))
 	assert.Assert(t, os.IsNotExist(err), "a scenario that did not run has no directory")
 	r := readJSON[evidence.Run](t, filepath.Join(out, "evidence.json"))
 	assert.Assert(t, r.Interrupted)
@@ -360,14 +353,7 @@ func TestRunInterruptedScenarioAbandoned(t *testing.T) {
 	t.Cleanup(func() { close(f.release) })
 	cfg, out := fakeRun(t, f, "hang", "pass")
 	cfg.ScenarioGrace = 200 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-f.started
-		cancel()
-	}()
-	run, err := qualify.Run(ctx, cfg)
-	assert.NilError(t, err)
-	assert.Equal(t, qualify.ExitCode(run), 130)
+	run := runInterruptedOnStart(t, f, cfg)
 	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
 	assert.Equal(t, ev.Failure, "interrupted: did not return within 200ms after the run was interrupted; "+
 		"abandoned, so the run stops here (what it created may still exist) (goroutine stacks in goroutines.txt)")
@@ -383,7 +369,19 @@ func TestRunInterruptedNoTimeLimit(t *testing.T) {
 	f := fake{started: make(chan struct{})}
 	cfg, out := fakeRun(t, f, "slow-cleanup")
 	cfg.ScenarioTimeout = 200 * time.Millisecond
+	runInterruptedOnStart(t, f, cfg)
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
+	assert.Equal(t, ev.Failure, "interrupted: context canceled")
+	_, err := os.Stat(filepath.Join(out, "01-fake", qualify.GoroutinesFile))
+	assert.Assert(t, os.IsNotExist(err), "no stacks for an interrupted scenario that returned")
+}
+
+// runInterruptedOnStart runs cfg, cancelling the run once f's scenario has
+// started, and checks that it ends as interrupted (exit status 130).
+func runInterruptedOnStart(t *testing.T, f fake, cfg qualify.Config) *evidence.Run {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
 		<-f.started
 		cancel()
@@ -391,8 +389,5 @@ func TestRunInterruptedNoTimeLimit(t *testing.T) {
 	run, err := qualify.Run(ctx, cfg)
 	assert.NilError(t, err)
 	assert.Equal(t, qualify.ExitCode(run), 130)
-	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
-	assert.Equal(t, ev.Failure, "interrupted: context canceled")
-	_, err = os.Stat(filepath.Join(out, "01-fake", qualify.GoroutinesFile))
-	assert.Assert(t, os.IsNotExist(err), "no stacks for an interrupted scenario that returned")
+	return run
 }
