@@ -91,6 +91,10 @@ type Config struct {
 	// that does not return within it is abandoned: it fails, and the run
 	// starts nothing more and writes its report.
 	ScenarioGrace time.Duration
+	// InterruptGrace is how long a scenario may take to return after an
+	// interruption (also one after its time limit, when less is left of
+	// ScenarioGrace); 0 means the smaller of ScenarioGrace and a minute.
+	InterruptGrace time.Duration
 	// Host is the host filesystem the scenarios' cgroup observer reads
 	// (/proc, /sys/fs/cgroup); nil means the real root. Tests substitute a
 	// filesystem that misreports a counter.
@@ -333,14 +337,15 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 		}
 		failure = sc.Run(sctx, env, e.Params, rec)
 	}()
-	failure, timedOut, abandoned, dumpErr := superviseScenario(ctx, cancel, done, e.Name, env.Dir, l)
+	sv := superviseScenario(ctx, cancel, done, e.Name, env.Dir, l)
+	failure := sv.failure
 	// Judged when Run returns: a signal during the absence checks below
 	// does not turn a completed scenario into an interrupted one.
 	interrupted := ctx.Err() != nil
-	if timedOut || abandoned {
-		failure = limitFailure(context.Cause(sctx), failure, timedOut, abandoned, l, dumpErr)
+	if sv.timedOut || sv.abandoned {
+		failure = limitFailure(context.Cause(sctx), sv)
 	}
-	if abandoned {
+	if sv.abandoned {
 		return abandonedEvidence(rec, env, idx, e, start, failure, interrupted), true
 	}
 	snap := rec.Snapshot()
@@ -357,10 +362,21 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 	if ev.CleanupErrors == nil {
 		ev.CleanupErrors = []string{}
 	}
+	// Each absence check is bounded by the cleanup deadline; after an
+	// interruption all of them together get interruptChecks, so that the
+	// report still comes out before whoever interrupted gives up.
+	checksEnd := time.Time{}
+	if interrupted {
+		checksEnd = time.Now().Add(interruptChecks)
+	}
 	for _, owner := range snap.Owners {
 		for _, r := range scenario.Resources(owner) {
 			if cli != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(env.Policy.Deadlines.CleanupMs)*time.Millisecond)
+				bound := time.Duration(env.Policy.Deadlines.CleanupMs) * time.Millisecond
+				if !checksEnd.IsZero() {
+					bound = min(bound, time.Until(checksEnd))
+				}
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 				absent, probe, err := scenario.CheckAbsent(cctx, cli, r)
 				cancel()
 				if err != nil {
@@ -392,35 +408,32 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 }
 
 // limitFailure is the failure of a scenario that ran past its time limit
-// or was abandoned: what happened, where the goroutine stacks are, and the
-// scenario's own error when it returned one.
-func limitFailure(cause, failure error, timedOut, abandoned bool, l scenarioLimits, dumpErr error) error {
+// or was abandoned (sv), cause being its context's cause: what happened,
+// where the goroutine stacks are, and the scenario's own error when it
+// returned one.
+func limitFailure(cause error, sv supervision) error {
 	var err error
-	if timedOut {
+	if sv.timedOut {
 		err = cause
 	}
-	if abandoned {
-		what := "after the run was interrupted"
-		if timedOut {
-			what = "after its time limit"
+	if sv.abandoned {
+		what := "after its time limit"
+		if sv.afterInterrupt {
+			what = "after the run was interrupted"
 		}
-		grace := l.interrupted
-		if timedOut {
-			grace = l.grace
-		}
-		a := fmt.Errorf("did not return within %s %s; abandoned, so the run stops here (what it created may still exist)", grace, what)
+		a := fmt.Errorf("did not return within %s %s; abandoned, so the run stops here (what it created may still exist)", sv.grace, what)
 		if err != nil {
 			a = fmt.Errorf("%w; %w", err, a)
 		}
 		err = a
 	}
-	if dumpErr != nil {
-		err = fmt.Errorf("%w (writing %s: %v)", err, GoroutinesFile, dumpErr)
+	if sv.dumpErr != nil {
+		err = fmt.Errorf("%w (writing %s: %v)", err, GoroutinesFile, sv.dumpErr)
 	} else {
 		err = fmt.Errorf("%w (goroutine stacks in %s)", err, GoroutinesFile)
 	}
-	if failure != nil {
-		err = fmt.Errorf("%w; then: %w", err, failure)
+	if sv.failure != nil {
+		err = fmt.Errorf("%w; then: %w", err, sv.failure)
 	}
 	return err
 }

@@ -391,3 +391,28 @@ func runInterruptedOnStart(t *testing.T, f fake, cfg qualify.Config) *evidence.R
 	assert.Equal(t, qualify.ExitCode(run), 130)
 	return run
 }
+
+// An interruption after the time limit shortens the grace: the run gives
+// the scenario InterruptGrace from the interruption, not what was left of
+// ScenarioGrace.
+func TestRunInterruptAfterTimeLimit(t *testing.T) {
+	f := fake{started: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(f.release) })
+	cfg, out := fakeRun(t, f, "hang")
+	cfg.ScenarioTimeout, cfg.ScenarioGrace, cfg.InterruptGrace = 100*time.Millisecond, time.Minute, 200*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-f.started
+		time.Sleep(400 * time.Millisecond)
+		cancel()
+	}()
+	begin := time.Now()
+	run, err := qualify.Run(ctx, cfg)
+	assert.NilError(t, err)
+	assert.Check(t, time.Since(begin) < 30*time.Second, "Run waited %s", time.Since(begin))
+	assert.Equal(t, qualify.ExitCode(run), 130)
+	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
+	assert.Equal(t, ev.Failure, "interrupted: scenario fake exceeded its time limit of 100ms; did not return within 200ms after the run was interrupted; "+
+		"abandoned, so the run stops here (what it created may still exist) (goroutine stacks in goroutines.txt)")
+}

@@ -37,10 +37,15 @@ func (e *TimeLimitError) Error() string {
 	return fmt.Sprintf("scenario %s exceeded its time limit of %s", e.Scenario, e.Limit)
 }
 
-// interruptGrace caps the grace period after an interruption: whoever
-// interrupted wants the run to end soon (a service manager stopping it
-// kills it after its own timeout), and the report still has to be written.
-const interruptGrace = time.Minute
+// interruptGrace caps the grace period after an interruption, and
+// interruptChecks the time for all absence checks of the interrupted
+// scenario: whoever interrupted wants the run to end soon (a service
+// manager stopping it kills it after its own timeout), and the report
+// still has to be written.
+const (
+	interruptGrace  = time.Minute
+	interruptChecks = 30 * time.Second
+)
 
 // scenarioLimits are the bounds of one scenario run: limit from its start
 // until its context is cancelled, then grace (after the time limit) or
@@ -64,8 +69,27 @@ func (cfg *Config) limits() scenarioLimits {
 	if l.grace <= 0 {
 		l.grace = 2*time.Duration(cfg.Manifest.Policy.Deadlines.CleanupMs)*time.Millisecond + time.Minute
 	}
-	l.interrupted = min(l.grace, interruptGrace)
+	l.interrupted = cfg.InterruptGrace
+	if l.interrupted <= 0 {
+		l.interrupted = min(l.grace, interruptGrace)
+	}
 	return l
+}
+
+// supervision is how a supervised scenario ended.
+type supervision struct {
+	// failure is what the scenario returned (nil when abandoned).
+	failure error
+	// timedOut: the time limit passed before it returned.
+	timedOut bool
+	// abandoned: it did not return within the grace period.
+	abandoned bool
+	// grace is the grace period that applied last, and afterInterrupt
+	// whether an interruption started it (else the time limit did).
+	grace          time.Duration
+	afterInterrupt bool
+	// dumpErr is the error writing GoroutinesFile, if any.
+	dumpErr error
 }
 
 // superviseScenario waits for done, the outcome of a scenario running on
@@ -73,47 +97,51 @@ func (cfg *Config) limits() scenarioLimits {
 // first, it writes GoroutinesFile into dir and cancels sctx with a
 // *TimeLimitError, and the scenario has l.grace to return; when ctx is
 // cancelled first (an interruption), the scenario sees that through sctx,
-// the time limit no longer applies, and it has l.interrupted to return.
-// If it does not, superviseScenario writes GoroutinesFile (unless already
-// written) and gives up: abandoned is true and the scenario's goroutine is
-// left running. timedOut reports whether the time limit passed. dumpErr
-// is the error writing GoroutinesFile, if any.
-func superviseScenario(ctx context.Context, cancel context.CancelCauseFunc, done <-chan error, name, dir string, l scenarioLimits) (failure error, timedOut, abandoned bool, dumpErr error) {
+// the time limit no longer applies, and it has l.interrupted to return. An
+// interruption after the time limit shortens what is left of the grace to
+// l.interrupted. If it does not return in time, superviseScenario writes
+// GoroutinesFile (unless already written) and gives up: the scenario's
+// goroutine is left running.
+func superviseScenario(ctx context.Context, cancel context.CancelCauseFunc, done <-chan error, name, dir string, l scenarioLimits) supervision {
 	limit := time.NewTimer(l.limit)
 	defer limit.Stop()
 	limitC := limit.C
 	var giveUp <-chan time.Time
+	var giveUpAt time.Time
 	interrupted := ctx.Done()
+	var s supervision
 	dumped := false
 	dump := func() {
 		if !dumped {
-			dumped, dumpErr = true, writeGoroutines(filepath.Join(dir, GoroutinesFile))
+			dumped, s.dumpErr = true, writeGoroutines(filepath.Join(dir, GoroutinesFile))
 		}
 	}
 	for {
 		select {
-		case failure = <-done:
-			return failure, timedOut, false, dumpErr
+		case s.failure = <-done:
+			return s
 		case <-limitC:
 			limitC = nil
 			select {
-			case failure = <-done:
+			case s.failure = <-done:
 				// It returned as the limit passed: not late.
-				return failure, false, false, nil
+				return s
 			default:
 			}
-			timedOut = true
+			s.timedOut = true
 			dump()
 			cancel(&TimeLimitError{Scenario: name, Limit: l.limit})
-			giveUp = time.After(l.grace)
+			giveUp, giveUpAt, s.grace = time.After(l.grace), time.Now().Add(l.grace), l.grace
 		case <-interrupted:
 			interrupted, limitC = nil, nil
-			if giveUp == nil {
-				giveUp = time.After(l.interrupted)
+			if giveUp == nil || time.Until(giveUpAt) > l.interrupted {
+				giveUp, giveUpAt = time.After(l.interrupted), time.Now().Add(l.interrupted)
+				s.grace, s.afterInterrupt = l.interrupted, true
 			}
 		case <-giveUp:
 			dump()
-			return nil, timedOut, true, dumpErr
+			s.abandoned = true
+			return s
 		}
 	}
 }

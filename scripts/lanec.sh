@@ -71,10 +71,16 @@ ENGINE_TIMEOUT=${LANEC_ENGINE_TIMEOUT:-900}
 RUN_TIMEOUT=${LANEC_RUN_TIMEOUT:-2400}
 SCENARIO_TIMEOUT=${LANEC_SCENARIO_TIMEOUT:-10m}
 DEADLINE=${LANEC_DEADLINE:-}
-if [ -n "$DEADLINE" ] && ! [[ $DEADLINE =~ ^[0-9]{10,}$ ]]; then
+if [ -n "$DEADLINE" ] && ! [[ $DEADLINE =~ ^[1-9][0-9]{9,11}$ ]]; then
 	echo "lanec: LANEC_DEADLINE must be an absolute time in seconds since the epoch (date +%s), got '$DEADLINE'" >&2
 	exit 2
 fi
+if ! [[ $SCENARIO_TIMEOUT =~ ^[1-9][0-9]*(ms|s|m|h)$ ]]; then
+	echo "lanec: LANEC_SCENARIO_TIMEOUT must be a Go duration such as 10m or 90s, got '$SCENARIO_TIMEOUT'" >&2
+	exit 2
+fi
+# past_deadline: LANEC_DEADLINE is set and has passed.
+past_deadline() { [ -n "$DEADLINE" ] && (($(date +%s) >= DEADLINE)); }
 PROGRESS_SHOWN=()
 STOP_GRACE=${LANEC_STOP_GRACE:-180}
 IMAGE_BYTES=8G
@@ -227,6 +233,10 @@ guest_recipe() {
 		StandardError=journal+console
 		TimeoutStartSec=infinity
 		TimeoutStopSec=150
+		# SIGTERM to the job's shell only, whose trap stops qualify (SIGTERM,
+		# then SIGQUIT) and the conformance binary (SIGQUIT, for its stacks);
+		# SIGKILL to all that is left at the stop timeout.
+		KillMode=mixed
 		[Install]
 		WantedBy=multi-user.target
 	EOF
@@ -411,7 +421,7 @@ cleanup_run() {
 	trap - EXIT INT TERM
 	if qemu_alive; then
 		stop_guest
-		show_progress final
+		show_progress final || true
 		console_tail
 		rc=1
 	fi
@@ -432,7 +442,7 @@ boot_job() {
 	mkdir -p "$WORK/share/state"
 	local t0 now
 	t0=$(date +%s)
-	if [ -n "$DEADLINE" ] && (($(date +%s) >= DEADLINE)); then
+	if past_deadline; then
 		log "LANEC_DEADLINE passed before the guest booted"
 		return 1
 	fi
@@ -486,6 +496,12 @@ boot_job() {
 	PROGRESS_SHOWN=()
 	while qemu_alive; do
 		show_progress
+		if [ -f "$WORK/share/state/job.rc" ]; then
+			# The job ended and the guest is powering off: no deadline
+			# applies any more, only the power-down bound.
+			stop_guest
+			break
+		fi
 		now=$(date +%s)
 		if ((now - t0 > BOOT_TIMEOUT + ENGINE_TIMEOUT + RUN_TIMEOUT)); then
 			log "the job did not finish within $RUN_TIMEOUT s"
@@ -555,6 +571,7 @@ run() {
 	TIMINGS=()
 	local t0
 	t0=$(date +%s)
+	! past_deadline || die "run: LANEC_DEADLINE passed before the guest image was assembled"
 	image
 	TIMINGS+=("image_s $(($(date +%s) - t0)) (lanec.sh image, cache key $(basename "$IMAGE_DIR"))")
 	new_work
