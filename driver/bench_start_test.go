@@ -34,7 +34,8 @@ var computeStartRound atomic.Int64
 // the compute container, the largest single step of a sandbox start: the
 // container a driver start creates (read back with `GET
 // /containers/{id}/json`), and variants of it without one group of its
-// settings, each against the start reference's minimal container
+// settings (or, for the namespaces, with the host's), each against the
+// start reference's minimal container
 // (image and keeper only, no network), measured back to back: reference,
 // then variant. Only the start round trip is timed; create, removal and
 // the volume are not. Every variant runs in / (the driver's work
@@ -120,7 +121,8 @@ func computeVariants(b *testing.B, ctx context.Context, be *driver.Backend, cli 
 		vary("without cgroup limits", func(v *startVariant) {
 			v.host.NanoCPUs, v.host.Memory, v.host.MemorySwap, v.host.PidsLimit = 0, 0, 0, nil
 		}),
-		vary("without private cgroup and IPC namespaces", func(v *startVariant) { v.host.CgroupnsMode, v.host.IpcMode = "", "" }),
+		// Explicitly "host": the daemon's defaults may be private too.
+		vary("host cgroup and IPC namespaces", func(v *startVariant) { v.host.CgroupnsMode, v.host.IpcMode = "host", "host" }),
 		vary("without read-only root, cap drop, no-new-privileges", func(v *startVariant) {
 			v.host.ReadonlyRootfs, v.host.CapDrop, v.host.SecurityOpt = false, nil, nil
 		}),
