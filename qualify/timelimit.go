@@ -59,8 +59,8 @@ type scenarioLimits struct {
 // DefaultScenarioTimeout); a grace of ScenarioGrace, by default twice the
 // policy's cleanup deadline plus a minute, enough for a cancelled
 // scenario's own cleanup (stop, then destroy, each bounded by the cleanup
-// deadline); and after an interruption the smaller of that grace and
-// interruptGrace.
+// deadline); and after an interruption InterruptGrace, by default the
+// smaller of that grace and interruptGrace.
 func (cfg *Config) limits() scenarioLimits {
 	l := scenarioLimits{limit: cfg.ScenarioTimeout, grace: cfg.ScenarioGrace}
 	if l.limit <= 0 {
