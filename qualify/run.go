@@ -85,9 +85,9 @@ type Config struct {
 	// cancelled with a *TimeLimitError, the goroutine stacks are written to
 	// GoroutinesFile in its directory, and it fails once it returns.
 	ScenarioTimeout time.Duration
-	// ScenarioGrace is how long a scenario whose context was cancelled
-	// (time limit or interruption) may take to clean up and return; 0
-	// means twice the policy's cleanup deadline plus a minute. A scenario
+	// ScenarioGrace is how long a scenario cancelled by its time limit
+	// may take to clean up and return; 0 means twice the policy's cleanup
+	// deadline plus a minute. A scenario
 	// that does not return within it is abandoned: it fails, and the run
 	// starts nothing more and writes its report.
 	ScenarioGrace time.Duration
@@ -351,17 +351,8 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 	snap := rec.Snapshot()
 	encodable(snap.Requested)
 	encodable(snap.Observed)
-	ev = &evidence.Scenario{
-		Schema: evidence.Schema, Index: idx, Name: e.Name, Namespace: env.Namespace, Params: e.Params,
-		Requested: snap.Requested, Observed: snap.Observed, Checks: snap.Checks,
-		CleanupErrors: snap.CleanupErrors, Resources: []evidence.Resource{},
-	}
-	if ev.Checks == nil {
-		ev.Checks = []evidence.Check{}
-	}
-	if ev.CleanupErrors == nil {
-		ev.CleanupErrors = []string{}
-	}
+	ev = newEvidence(snap, env, idx, e)
+	ev.Requested, ev.Observed = snap.Requested, snap.Observed
 	// Each absence check is bounded by the cleanup deadline; after an
 	// interruption all of them together get interruptChecks, so that the
 	// report still comes out before whoever interrupted gives up.
@@ -407,6 +398,24 @@ func runScenario(ctx context.Context, sc scenario.Scenario, env *scenario.Env, i
 	return ev, false
 }
 
+// newEvidence is a scenario's evidence with its identity, checks and
+// cleanup errors from snap, empty facts and no resources (never nil
+// slices or maps: the evidence schema wants them present).
+func newEvidence(snap scenario.Snapshot, env *scenario.Env, idx int, e manifest.Entry) *evidence.Scenario {
+	ev := &evidence.Scenario{
+		Schema: evidence.Schema, Index: idx, Name: e.Name, Namespace: env.Namespace, Params: e.Params,
+		Requested: map[string]any{}, Observed: map[string]any{}, Checks: snap.Checks,
+		CleanupErrors: snap.CleanupErrors, Resources: []evidence.Resource{},
+	}
+	if ev.Checks == nil {
+		ev.Checks = []evidence.Check{}
+	}
+	if ev.CleanupErrors == nil {
+		ev.CleanupErrors = []string{}
+	}
+	return ev
+}
+
 // limitFailure is the failure of a scenario that ran past its time limit
 // or was abandoned (sv), cause being its context's cause: what happened,
 // where the goroutine stacks are, and the scenario's own error when it
@@ -444,18 +453,12 @@ func limitFailure(cause error, sv supervision) error {
 // facts (the scenario may still be writing them).
 func abandonedEvidence(rec *scenario.Record, env *scenario.Env, idx int, e manifest.Entry, start time.Time, failure error, interrupted bool) *evidence.Scenario {
 	snap := rec.Snapshot()
-	ev := &evidence.Scenario{
-		Schema: evidence.Schema, Index: idx, Name: e.Name, Namespace: env.Namespace, Params: e.Params,
-		Requested: map[string]any{}, Observed: map[string]any{}, Checks: snap.Checks,
-		CleanupErrors: append(snap.CleanupErrors, "resources not checked: the scenario was abandoned while running"),
-		Resources:     []evidence.Resource{}, Failure: failure.Error(),
-	}
+	ev := newEvidence(snap, env, idx, e)
+	ev.CleanupErrors = append(ev.CleanupErrors, "resources not checked: the scenario was abandoned while running")
+	ev.Failure = failure.Error()
 	// What its owners had recorded so far, unchecked (Absent stays unset).
 	for _, owner := range snap.Owners {
 		ev.Resources = append(ev.Resources, scenario.Resources(owner)...)
-	}
-	if ev.Checks == nil {
-		ev.Checks = []evidence.Check{}
 	}
 	if interrupted {
 		ev.Failure = "interrupted: " + ev.Failure
