@@ -28,16 +28,26 @@ cache=$("$GO" env GOCACHE)/fuzz
 # apart from a real one by that message and by no new file in the target's
 # testdata/fuzz/ directory (where go test writes a failing input), and the
 # target runs once more; a second failure of any kind counts.
+# list_inputs DIR: the names of DIR's corpus files, sorted (none when DIR
+# is missing). Go names corpus files by hash, so a name never holds white
+# space.
+list_inputs() {
+	[ -d "$1" ] || return 0
+	find "$1" -mindepth 1 -maxdepth 1 -type f -printf '%f\n' | sort
+}
+
+count_inputs() { list_inputs "$1" | wc -l; }
+
 fuzz_one() {
 	local dir=$1 target=$2 log attempt inputs
 	log=$(mktemp)
 	for attempt in 1 2; do
-		inputs=$(ls "$dir/testdata/fuzz/$target" 2>/dev/null | wc -l)
+		inputs=$(count_inputs "$dir/testdata/fuzz/$target")
 		if (cd "$dir" && nice -n 10 "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -parallel 1 .) 2>&1 | tee "$log"; then
 			rm -f "$log"
 			return 0
 		fi
-		if [ "$attempt" = 1 ] && [ "$(ls "$dir/testdata/fuzz/$target" 2>/dev/null | wc -l)" = "$inputs" ] &&
+		if [ "$attempt" = 1 ] && [ "$(count_inputs "$dir/testdata/fuzz/$target")" = "$inputs" ] &&
 			grep -qx '    context deadline exceeded' "$log" && ! grep -q 'Failing input written to' "$log"; then
 			echo "fuzz: $target stopped with Go's fuzz coordinator deadline race (go.dev/issue/75804), no failing input; running it again"
 			continue
@@ -56,7 +66,7 @@ for pkg in $("$GO" list github.com/qualbox/qualbox/...); do
 	grep -qs '^func Fuzz' "$dir"/*_test.go || continue
 	for target in $("$GO" test -list '^Fuzz' "$pkg" | grep '^Fuzz' | grep -E -- "$FUZZ" || true); do
 		before=$(mktemp)
-		ls "$cache/$pkg/$target" 2>/dev/null | sort >"$before" || true
+		list_inputs "$cache/$pkg/$target" >"$before"
 		echo "== $pkg $target ($FUZZTIME)"
 		if ! fuzz_one "$dir" "$target"; then
 			failed+=("$pkg $target")
@@ -65,7 +75,7 @@ for pkg in $("$GO" list github.com/qualbox/qualbox/...); do
 		if [ "$FUZZKEEP" = 1 ] && [ -d "$cache/$pkg/$target" ]; then
 			kept=0
 			mkdir -p "$dir/testdata/fuzz/$target"
-			for f in $(ls "$cache/$pkg/$target" | sort | comm -13 "$before" -); do
+			for f in $(list_inputs "$cache/$pkg/$target" | comm -13 "$before" -); do
 				cp -n "$cache/$pkg/$target/$f" "$dir/testdata/fuzz/$target/$f"
 				kept=$((kept + 1))
 			done

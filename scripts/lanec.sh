@@ -321,6 +321,7 @@ image() {
 		echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
 		echo "packages ${PACKAGES[*]}"
 		cat "$B_PREFIX/VERSIONS"
+		# shellcheck disable=SC2016 # dpkg-query's own format fields, not shell expansions
 		chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 systemd apparmor containerd docker.io 2>/dev/null
 	} >"$tmp/out/BUILD"
 	rm -rf "$IMAGE_DIR"
@@ -381,7 +382,7 @@ show_progress() {
 				sed -n "${from},${to}p" "$f" | grep -E '^(=== RUN|[[:space:]]*--- |ok|FAIL|PASS|panic)' |
 					sed 's/^/  guest conformance| /' >&2 || true
 			fi
-			PROGRESS_SHOWN[$i]=$to
+			PROGRESS_SHOWN[i]=$to
 		fi
 		if [ -n "$final" ]; then
 			if ((to < n)); then
@@ -551,7 +552,7 @@ build_static() {
 }
 
 run() {
-	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out= key=/var/lib/qualbox/keys/qualbox-ed25519.key
+	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out='' key=/var/lib/qualbox/keys/qualbox-ed25519.key
 	NO_CONFORMANCE=
 	local record_dir=
 	while [ $# -gt 0 ]; do
