@@ -147,9 +147,11 @@ func TestDaemonIDRejectsAnyWhitespace(t *testing.T) {
 // and failing alike, and leaves out only the rows it cannot recompute.
 func TestCheckEngineFactsIsTheAdmissionTable(t *testing.T) {
 	for name, mutate := range map[string]func(f *admissionFacts){
-		"passing":          func(*admissionFacts) {},
-		"cgroup v2":        func(f *admissionFacts) { f.info.CgroupVersion = "2" },
-		"apparmor present": func(f *admissionFacts) { f.info.SecurityOptions = append(f.info.SecurityOptions, "name=apparmor,profile=default") },
+		"passing":   func(*admissionFacts) {},
+		"cgroup v2": func(f *admissionFacts) { f.info.CgroupVersion = "2" },
+		"apparmor present": func(f *admissionFacts) {
+			f.info.SecurityOptions = append(f.info.SecurityOptions, "name=apparmor,profile=default")
+		},
 		"other profile": func(f *admissionFacts) {
 			prof, err := profiles.Load("linux-x64")
 			assert.NilError(t, err)
