@@ -12,6 +12,8 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
@@ -38,6 +40,21 @@ func passedReport(t *testing.T, h *evidence.Harness, edit func(*evidence.Run)) *
 }
 
 func laneB(r *evidence.Run) { r.Engine.Version = "2.0.0-beta.24"; r.Manifest.SHA256 = "bb" }
+
+// asLinuxX64 makes the fixture a consistent linux-x64 run: the profile,
+// the Engine facts lane C records (docs/lanes.md) and their admission.
+func asLinuxX64(r *evidence.Run) {
+	r.Profile = "linux-x64"
+	e := &r.Engine
+	e.Version, e.APIVersion, e.MinAPIVersion = "2.0.0-beta.24", "1.56", "1.40"
+	e.CgroupVersion, e.CgroupDriver = "2", "systemd"
+	e.SecurityOptions = []string{"name=apparmor,profile=default", "name=seccomp,profile=builtin", "name=cgroupns"}
+	prof, err := profiles.Load(r.Profile)
+	if err != nil {
+		panic(err)
+	}
+	r.Admission = evidence.Admission{OK: true, Checks: driver.CheckEngineFacts(prof, r.Engine)}
+}
 
 func TestGateRequirement(t *testing.T) {
 	req := &evidence.Requirement{
@@ -88,7 +105,7 @@ func TestGateRequirement(t *testing.T) {
 	assert.Check(t, is.Contains(strings.Join(v, "\n"), "row lane-b (profile linux-x64-cgroupv1, engine 2.0.): no report"))
 
 	// A report of no required row.
-	desktop := passedReport(t, harnessV2, func(r *evidence.Run) { r.Profile = "linux-x64" })
+	desktop := passedReport(t, harnessV2, asLinuxX64)
 	v = gate(a, b, desktop)
 	assert.Equal(t, len(v), 1, "%v", v)
 	assert.Check(t, is.Contains(v[0], "matches no required row"))
