@@ -35,7 +35,7 @@ func fixedRun() (*evidence.Run, []*evidence.Scenario) {
 			Os: "linux", Arch: "amd64", OSType: "linux", Architecture: "x86_64", KernelVersion: "6.1.0",
 			OperatingSystem: "Debian GNU/Linux 12 (bookworm)", CgroupVersion: "1", CgroupDriver: "cgroupfs",
 			SecurityOptions: []string{"name=seccomp,profile=default"},
-			StorageDriver: "overlay2", ContainerdCommit: "1.6.20", RuncCommit: "1.1.5"},
+			StorageDriver:   "overlay2", ContainerdCommit: "1.6.20", RuncCommit: "1.1.5"},
 		Image: evidence.Image{ID: "sha256:" + string(bytes.Repeat([]byte("0"), 64)), Source: "build"},
 		Scenarios: []evidence.ScenarioSummary{
 			{Index: 1, Name: "admission", Dir: "01-admission", Verdict: evidence.Verdict{Kind: evidence.Passed}, Checks: 29, Passed: 29, DurationMs: 40},
