@@ -157,7 +157,9 @@ func TestForgedHostFactsAreRefused(t *testing.T) {
 		{"controller of another platform", "controller darwin/arm64 contradicts profile linux-x64-cgroupv1: controller: want linux/amd64",
 			func(r *evidence.Run) { r.Controller.OS, r.Controller.Arch = "darwin", "arm64" }},
 		{"refused admission under a passed verdict", "run verdict passed, but its admission refused profile linux-x64-cgroupv1",
-			func(r *evidence.Run) { r.Admission.OK, r.Admission.Error = false, "driver: Engine does not match profile linux-x64-cgroupv1" }},
+			func(r *evidence.Run) {
+				r.Admission.OK, r.Admission.Error = false, "driver: Engine does not match profile linux-x64-cgroupv1"
+			}},
 		{"ok admission with a failed check", `admission ok, but its check "/info CgroupVersion" failed`,
 			func(r *evidence.Run) { failCheck(r, "/info CgroupVersion") }},
 		{"ok admission with an error", `admission ok, but with error "boom"`, func(r *evidence.Run) { r.Admission.Error = "boom" }},
