@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/manifest"
 )
 
 // Checks of a report's claims against their own sources
@@ -151,3 +153,78 @@ func scenarioTimeProblems(r *Run, sum ScenarioSummary, s *Scenario, now time.Tim
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// ManifestProblems compares a verified report with the pinned manifest m
+// whose digest it records (docs/qualification.md#gate): its scenario
+// names in order (a campaign of repeat N lists m's entries N times, each
+// run with its repeat number), each scenario evidence file's params with
+// its entry's (canonical JSON), the run's policy with m's policy encoded
+// as the runner encodes it, its profile, user and image source. It
+// returns one line per difference, nil when the report is what m says.
+func ManifestProblems(s *Signed, m *manifest.Manifest) []string {
+	r := s.Run
+	var out []string
+	repeat := 1
+	if r.Campaign != nil && r.Campaign.Repeat > 1 {
+		repeat = r.Campaign.Repeat
+	}
+	n := len(m.Scenarios)
+	if len(r.Scenarios) != repeat*n {
+		out = append(out, fmt.Sprintf("lists %d scenarios, but manifest %s names %d, run %d time(s)", len(r.Scenarios), m.Path, n, repeat))
+	}
+	for i, sum := range r.Scenarios {
+		if i >= repeat*n {
+			out = append(out, fmt.Sprintf("scenario %d %q is not in manifest %s", sum.Index, sum.Name, m.Path))
+			continue
+		}
+		e := m.Scenarios[i%n]
+		if sum.Name != e.Name {
+			out = append(out, fmt.Sprintf("scenario %d is %q, but manifest %s entry %d is %q", sum.Index, sum.Name, m.Path, i%n+1, e.Name))
+			continue
+		}
+		if wantRepeat := i/n + 1; repeat > 1 && sum.Repeat != wantRepeat {
+			out = append(out, fmt.Sprintf("scenario %d %q is repeat %d, want %d", sum.Index, sum.Name, sum.Repeat, wantRepeat))
+		}
+		if i >= len(s.Scenarios) || s.Scenarios[i] == nil {
+			continue // not run: no params recorded
+		}
+		got, want := canonicalJSON(s.Scenarios[i].Params), canonicalJSON(e.Params)
+		if got != want {
+			out = append(out, fmt.Sprintf("scenario %d %q params %s, but manifest %s entry %d params %s", sum.Index, sum.Name, got, m.Path, i%n+1, want))
+		}
+	}
+	if got, want := canonicalJSON(r.Policy), canonicalJSON(m.Policy); got != want {
+		out = append(out, fmt.Sprintf("policy %s, but manifest %s policy %s", got, m.Path, want))
+	}
+	if r.Profile != m.Profile {
+		out = append(out, fmt.Sprintf("profile %q, but manifest %s profile %q", r.Profile, m.Path, m.Profile))
+	}
+	if r.User != m.User {
+		out = append(out, fmt.Sprintf("user %d:%d, but manifest %s user %d:%d", r.User.UID, r.User.GID, m.Path, m.User.UID, m.User.GID))
+	}
+	switch {
+	case m.Image == manifest.ImageBuild && r.Image.Source != "build":
+		out = append(out, fmt.Sprintf("image source %q, but manifest %s builds its image", r.Image.Source, m.Path))
+	case m.Image != manifest.ImageBuild && (r.Image.Source != "manifest" || r.Image.ID != m.Image):
+		out = append(out, fmt.Sprintf("image %s (source %q), but manifest %s names image %s", r.Image.ID, r.Image.Source, m.Path, m.Image))
+	}
+	return out
+}
+
+// canonicalJSON renders v as JSON with sorted keys and numbers as
+// written, so two encodings of the same value compare equal; a value that
+// does not encode renders as its error.
+func canonicalJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return "unencodable: " + err.Error()
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return "undecodable: " + err.Error()
+	}
+	data, _ = json.Marshal(x)
+	return string(data)
+}

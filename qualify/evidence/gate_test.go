@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -216,4 +217,21 @@ func TestGateRefusesAFlakyCell(t *testing.T) {
 	got := evidence.Gate(m, nil, nil)
 	assert.Assert(t, is.Len(got, 1), "%v", got)
 	assert.Check(t, is.Contains(got[0], "T1: isolation: flaky"))
+}
+
+// A policy's maxReportAge refuses a report whose run ended longer ago.
+func TestGateRefusesAReportOlderThanMaxReportAge(t *testing.T) {
+	a := passedReport(t, harnessV2, nil)
+	req := &evidence.Requirement{
+		Rows:      []evidence.Row{{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}}},
+		Scenarios: []string{"admission"}, Harness: evidence.HarnessRequirement{MinimumCatalogueVersion: 2},
+		MaxReportAge: time.Hour,
+	}
+	reports := []*evidence.Signed{a}
+	v := evidence.Gate(evidence.Merge(reports), reports, req)
+	assert.Assert(t, is.Len(v, 1), "%v", v)
+	assert.Check(t, is.Contains(v[0], "run ended 2026-11-29T10:00:02Z"))
+	assert.Check(t, is.Contains(v[0], "beyond the policy's maxReportAge 1h0m0s"))
+	req.MaxReportAge = 100 * 365 * 24 * time.Hour
+	assert.DeepEqual(t, evidence.Gate(evidence.Merge(reports), reports, req), []string(nil))
 }
