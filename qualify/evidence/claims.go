@@ -228,3 +228,20 @@ func canonicalJSON(v any) string {
 	data, _ = json.Marshal(x)
 	return string(data)
 }
+
+// resourceProblems says which of s's resources a run with an Engine left
+// unchecked: the runner checks every resource of a scenario that returned
+// for absence after cleanup and records a cleanup error when it cannot,
+// so an unchecked resource without one hides the check's outcome.
+func resourceProblems(r *Run, s *Scenario) []string {
+	if engineless(r) || s.Abandoned || len(s.CleanupErrors) > 0 {
+		return nil
+	}
+	var out []string
+	for _, res := range s.Resources {
+		if res.Absent == nil {
+			out = append(out, fmt.Sprintf("resource %s %s was not checked for absence after cleanup, and no cleanup error says why", res.Role, res.Name))
+		}
+	}
+	return out
+}

@@ -282,6 +282,9 @@ func TestRecordedLeaksFail(t *testing.T) {
 		s.Resources = append(s.Resources, leak)
 	})
 	refused(t, dir, keys, "01-admission/evidence.json", "verdict passed, but resource compute qb-x is recorded present after cleanup")
+	// Hiding the check's outcome (absentAfterCleanup null) is refused too.
+	editJSON(t, filepath.Join(dir, "01-admission", "evidence.json"), func(s *evidence.Scenario) { s.Resources[0].Absent = nil })
+	refused(t, dir, keys, "01-admission/evidence.json", "resource compute qb-x was not checked for absence after cleanup, and no cleanup error says why")
 	s := &evidence.Scenario{Checks: []evidence.Check{{Name: "c", OK: true}}, Resources: []evidence.Resource{leak}}
 	assert.Equal(t, evidence.ScenarioVerdict(s, nil, false).Kind, evidence.Failed)
 

@@ -164,6 +164,9 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 		if s.Abandoned != sum.Abandoned {
 			fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
 		}
+		for _, p := range resourceProblems(r, &s) {
+			fail(file, "%s", p)
+		}
 		for _, p := range scenarioTimeProblems(r, sum, &s, now) {
 			fail(file, "%s", p)
 		}
