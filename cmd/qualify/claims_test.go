@@ -137,7 +137,7 @@ func TestGateComparesTheReportWithItsPinnedManifest(t *testing.T) {
 		passes     []bool
 		change     func(r *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario
 	}{
-		{"drops the failed scenario", "lists 1 scenarios, but manifest", []bool{true, false},
+		{"drops the failed scenario", "lists 1 scenario run(s), but manifest", []bool{true, false},
 			func(_ *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario { return files[:1] }},
 		{"adds a passing scenario", `scenario 2 "outcome" is not in manifest`, []bool{true},
 			func(_ *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario {

@@ -172,7 +172,7 @@ func ManifestProblems(s *Signed, m *manifest.Manifest) []string {
 	}
 	n := len(m.Scenarios)
 	if len(r.Scenarios) != repeat*n {
-		out = append(out, fmt.Sprintf("lists %d scenarios, but manifest %s names %d, run %d time(s)", len(r.Scenarios), m.Path, n, repeat))
+		out = append(out, fmt.Sprintf("lists %d scenario run(s), but manifest %s names %d scenario(s), run %d time(s)", len(r.Scenarios), m.Path, n, repeat))
 	}
 	for i, sum := range r.Scenarios {
 		if i >= repeat*n {
