@@ -184,6 +184,10 @@ type admissionRule struct {
 	name    string
 	applies func(f *admissionFacts) bool
 	check   func(f *admissionFacts) (want, got string, ok bool)
+	// unrecorded marks a row that reads a fact EngineFacts does not keep
+	// (the controller, the /info limit capabilities): CheckEngineFacts
+	// cannot re-evaluate it from a report.
+	unrecorded bool
 }
 
 // datasetRule is a row evaluated once per configured dataset; its check
@@ -230,7 +234,7 @@ func driverTypes(info system.Info) []string {
 
 // daemonRules are the controller, /version and /info rows, in report order.
 var daemonRules = []admissionRule{
-	{name: "controller", check: controllerCheck},
+	{name: "controller", check: controllerCheck, unrecorded: true},
 	{name: "daemon ID", check: func(f *admissionFacts) (string, string, bool) {
 		id := f.info.ID
 		// Any Unicode white space, not only ASCII: the ID is recorded and
@@ -267,11 +271,11 @@ var daemonRules = []admissionRule{
 	{name: "/info CgroupDriver", check: func(f *admissionFacts) (string, string, bool) {
 		return equal(f.prof.Cgroup.Driver, f.info.CgroupDriver)
 	}},
-	{name: "/info MemoryLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.MemoryLimit) }},
-	{name: "/info SwapLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.SwapLimit) }},
-	{name: "/info PidsLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.PidsLimit) }},
-	{name: "/info CpuCfsPeriod", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.CPUCfsPeriod) }},
-	{name: "/info CpuCfsQuota", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.CPUCfsQuota) }},
+	{name: "/info MemoryLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.MemoryLimit) }, unrecorded: true},
+	{name: "/info SwapLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.SwapLimit) }, unrecorded: true},
+	{name: "/info PidsLimit", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.PidsLimit) }, unrecorded: true},
+	{name: "/info CpuCfsPeriod", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.CPUCfsPeriod) }, unrecorded: true},
+	{name: "/info CpuCfsQuota", check: func(f *admissionFacts) (string, string, bool) { return flag(f.info.CPUCfsQuota) }, unrecorded: true},
 	{name: "rootless/userns", check: func(f *admissionFacts) (string, string, bool) {
 		found := userns(f.info.SecurityOptions)
 		return "none in SecurityOptions", fmt.Sprintf("%q", found), len(found) == 0
@@ -308,6 +312,45 @@ var daemonRules = []admissionRule{
 		min, _ := apiVersion(f.prof.Datasets.MinAPIVersion)
 		return ">= " + f.prof.Datasets.MinAPIVersion, f.ver.APIVersion, gotOK && got >= min
 	}},
+}
+
+// CheckEngineFacts re-evaluates, over Engine facts a report recorded
+// (EngineFacts, as admission read them from /version and /info), every
+// daemon row of the admission table that those facts determine, for
+// profile prof without datasets, and returns the results in report order
+// (docs/qualification.md#evidence). The rows are the admission's own, so a
+// verifier and admission cannot disagree on what a profile requires. Rows
+// reading facts EngineFacts does not keep are left out: the controller
+// (see CheckController) and the /info MemoryLimit, SwapLimit, PidsLimit,
+// CpuCfsPeriod and CpuCfsQuota capabilities. It is pure: no Engine
+// request.
+func CheckEngineFacts(prof profiles.Profile, facts EngineFacts) []Check {
+	f := &admissionFacts{prof: prof, cfg: &Config{},
+		ver: client.ServerVersionResult{Version: facts.Version, APIVersion: facts.APIVersion, MinAPIVersion: facts.MinAPIVersion,
+			Os: facts.Os, Arch: facts.Arch},
+		info: system.Info{ID: facts.DaemonID, KernelVersion: facts.KernelVersion, OperatingSystem: facts.OperatingSystem,
+			OSType: facts.OSType, Architecture: facts.Architecture, CgroupVersion: facts.CgroupVersion,
+			CgroupDriver: facts.CgroupDriver, SecurityOptions: facts.SecurityOptions, Driver: facts.StorageDriver,
+			DriverStatus: facts.DriverStatus},
+	}
+	var out []Check
+	for _, r := range daemonRules {
+		if r.unrecorded || (r.applies != nil && !r.applies(f)) {
+			continue
+		}
+		want, got, ok := r.check(f)
+		out = append(out, Check{Name: r.name, Want: want, Got: got, OK: ok})
+	}
+	return out
+}
+
+// CheckController is the admission table's controller row for a
+// controller platform a report recorded (GOOS os, GOARCH arch) against
+// profile prof.
+func CheckController(prof profiles.Profile, os, arch string) Check {
+	f := &admissionFacts{prof: prof, controller: controllerPlatform{Platform: profiles.Platform{OS: os, Architecture: arch}}}
+	want, got, ok := controllerCheck(f)
+	return Check{Name: "controller", Want: want, Got: got, OK: ok}
 }
 
 // imageRules are the workload image rows; they run only when the image

@@ -141,3 +141,40 @@ func TestDaemonIDRejectsAnyWhitespace(t *testing.T) {
 		}
 	}
 }
+
+// CheckEngineFacts over the facts admission records gives exactly the
+// admission table's results for the rows those facts determine, passing
+// and failing alike, and leaves out only the rows it cannot recompute.
+func TestCheckEngineFactsIsTheAdmissionTable(t *testing.T) {
+	for name, mutate := range map[string]func(f *admissionFacts){
+		"passing":   func(*admissionFacts) {},
+		"cgroup v2": func(f *admissionFacts) { f.info.CgroupVersion = "2" },
+		"apparmor present": func(f *admissionFacts) {
+			f.info.SecurityOptions = append(f.info.SecurityOptions, "name=apparmor,profile=default")
+		},
+		"other profile": func(f *admissionFacts) {
+			prof, err := profiles.Load("linux-x64")
+			assert.NilError(t, err)
+			f.prof = prof
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := passingFacts(t)
+			f.cfg.Datasets, f.datasets = nil, nil
+			mutate(f)
+			var want []Check
+			for _, c := range f.evaluate(false) {
+				switch c.Name {
+				case "controller", "/info MemoryLimit", "/info SwapLimit", "/info PidsLimit", "/info CpuCfsPeriod", "/info CpuCfsQuota":
+					continue
+				}
+				want = append(want, c)
+			}
+			assert.DeepEqual(t, CheckEngineFacts(f.prof, f.engineFacts()), want)
+		})
+	}
+	prof, err := profiles.Load("linux-x64")
+	assert.NilError(t, err)
+	assert.DeepEqual(t, CheckController(prof, "darwin", "arm64"), Check{Name: "controller", Want: "linux/amd64", Got: "darwin/arm64"})
+	assert.Equal(t, CheckController(prof, "linux", "amd64").OK, true)
+}

@@ -228,7 +228,7 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 		return
 	}
 	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Dir: dirName, Verdict: ev.Verdict, Checks: len(ev.Checks),
-		Passed: ev.PassedChecks(), DurationMs: ev.Timing.DurationMs, Detail: detail(ev), Repeat: ev.Repeat}
+		Passed: ev.PassedChecks(), DurationMs: ev.Timing.DurationMs, Detail: detail(ev), Repeat: ev.Repeat, Abandoned: ev.Abandoned}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ctx.Err() != nil && ev.Verdict.Kind == evidence.Failed {

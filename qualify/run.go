@@ -211,20 +211,9 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		}
 	}
 
-	run.Verdict = evidence.Verdict{Kind: evidence.Passed}
-	for _, s := range run.Scenarios {
-		if !s.Verdict.OK() {
-			run.Verdict = evidence.Verdict{Kind: evidence.Failed}
-		}
-	}
-	if run.Image.RemoveError != "" {
-		// The run's own guest image leaked: a cleanup failure of the run,
-		// signed as such, never a passed run.
-		run.Verdict = evidence.Verdict{Kind: evidence.Failed, Reason: "guest image not removed: " + run.Image.RemoveError}
-	}
-	if run.Interrupted {
-		run.Verdict = evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"}
-	}
+	// Failed on a failed scenario, a leaked guest image, a refused header
+	// admission or an interruption: the rule verification recomputes.
+	run.Verdict = evidence.RunVerdict(run)
 	run.Timing = evidence.NewTiming(start, time.Now())
 	if err := writeReport(out, run, results); err != nil {
 		return run, err
@@ -447,13 +436,15 @@ func limitFailure(cause error, sv supervision) error {
 	return err
 }
 
-// abandonedEvidence is the evidence of a scenario that never returned:
-// its checks and cleanup errors so far, the resources its owners recorded
+// abandonedEvidence is the evidence of a scenario that never returned,
+// marked Abandoned (which licenses the not-run scenarios after it): its
+// checks and cleanup errors so far, the resources its owners recorded
 // (not checked for absence: the scenario may still hold them), and no
 // facts (the scenario may still be writing them).
 func abandonedEvidence(rec *scenario.Record, env *scenario.Env, idx int, e manifest.Entry, start time.Time, failure error, interrupted bool) *evidence.Scenario {
 	snap := rec.Snapshot()
 	ev := newEvidence(snap, env, idx, e)
+	ev.Abandoned = true
 	ev.CleanupErrors = append(ev.CleanupErrors, "resources not checked: the scenario was abandoned while running")
 	ev.Failure = failure.Error()
 	// What its owners had recorded so far, unchecked (Absent stays unset).

@@ -335,6 +335,10 @@ func TestRunScenarioAbandoned(t *testing.T) {
 		"abandoned, so the run stops here (what it created may still exist) (goroutine stacks in goroutines.txt)")
 	assert.DeepEqual(t, ev.Checks, []evidence.Check{{Name: "always", Want: "ok", Got: "ok", OK: true}})
 	assert.DeepEqual(t, ev.CleanupErrors, []string{"resources not checked: the scenario was abandoned while running"})
+	// The abandonment is recorded, not only described: it is what
+	// licenses the not-run scenarios after it.
+	assert.Check(t, ev.Abandoned)
+	assert.Check(t, run.Scenarios[1].Abandoned)
 	_, err = os.Stat(filepath.Join(out, "02-fake", qualify.GoroutinesFile))
 	assert.NilError(t, err)
 	// The report, the stacks included, is signed and verifies.

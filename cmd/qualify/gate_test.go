@@ -60,6 +60,7 @@ func signedRun(t *testing.T, dir string, pass bool) (manifestPath, report, pub s
 	manifestPath = filepath.Join(dir, "m.yaml")
 	assert.NilError(t, os.WriteFile(manifestPath, []byte(fmt.Sprintf(outcomeManifest, strings.Repeat("a", 64), pass)), 0o644))
 	reg := scenario.NewRegistry(outcome{})
+	useGateScenarios(t, reg)
 	m, err := manifest.Load(manifestPath, reg)
 	assert.NilError(t, err)
 	privPath, pub, err := attest.GenerateKey(filepath.Join(dir, "keys"))
@@ -71,6 +72,14 @@ func signedRun(t *testing.T, dir string, pass bool) (manifestPath, report, pub s
 		ImageID: "sha256:" + strings.Repeat("a", 64), ImageSource: "manifest", SigningKey: key})
 	assert.NilError(t, err)
 	return manifestPath, report, pub
+}
+
+// useGateScenarios makes the gate parse pinned manifests with reg for the
+// rest of t.
+func useGateScenarios(t *testing.T, reg manifest.Validator) {
+	old := gateScenarios
+	gateScenarios = reg
+	t.Cleanup(func() { gateScenarios = old })
 }
 
 // A failed verdict keeps the gate shut with or without --require.

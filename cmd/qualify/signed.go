@@ -18,6 +18,7 @@ import (
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
@@ -224,7 +225,7 @@ e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --manifest pins apply to every row.
 	}
 	var req *evidence.Requirement
 	if *policyPath != "" {
-		p, err := evidence.LoadPolicy(*policyPath)
+		p, err := evidence.LoadPolicy(*policyPath, gateScenarios)
 		if err != nil {
 			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
 			return exitcode.Usage
@@ -283,6 +284,11 @@ e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --manifest pins apply to every row.
 	return exitcode.OK
 }
 
+// gateScenarios validates the scenarios of the manifests a gate pins
+// (--policy, --manifest): this build's catalogue. Tests substitute a
+// registry of synthetic scenarios.
+var gateScenarios manifest.Validator = scenario.Default()
+
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
@@ -297,12 +303,13 @@ func cliGate(require, rows, manifests []string, minCatalogue int) (*evidence.Req
 	}
 	req := &evidence.Requirement{Scenarios: require, Harness: evidence.HarnessRequirement{MinimumCatalogueVersion: minCatalogue}}
 	var pins []string
+	var pinned []*manifest.Manifest
 	for _, p := range manifests {
-		sum, err := evidence.FileSHA256(p)
+		m, err := manifest.Load(p, gateScenarios)
 		if err != nil {
 			return nil, fmt.Errorf("--manifest: %v", err)
 		}
-		pins = append(pins, sum)
+		pins, pinned = append(pins, m.SHA256), append(pinned, m)
 	}
 	known := profiles.Names()
 	for _, spec := range rows {
@@ -316,7 +323,7 @@ func cliGate(require, rows, manifests []string, minCatalogue int) (*evidence.Req
 		case slices.ContainsFunc(req.Rows, func(r evidence.Row) bool { return r.Name == name }):
 			return nil, fmt.Errorf("--row %q: row %s given twice", spec, name)
 		}
-		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins})
+		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins, Pinned: pinned})
 	}
 	return req, nil
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/qualbox/qualbox/qualify/attest"
 )
@@ -20,8 +21,9 @@ import (
 // rejected, naming the file.
 
 // RecomputeVerdict derives a scenario's verdict from its own evidence with
-// the harness's rule: failed on a failure, a failed check or a cleanup
-// error; otherwise its recorded skipped or not_applicable verdict (which
+// the harness's rule: failed on a failure, a failed check, a cleanup
+// error, a resource recorded present after cleanup or an abandonment;
+// otherwise its recorded skipped or not_applicable verdict (which
 // needs a reason), or passed, which needs at least one check. It returns
 // the verdict and, when the recorded verdict disagrees, why.
 func RecomputeVerdict(s *Scenario) (Verdict, string) {
@@ -32,8 +34,9 @@ func RecomputeVerdict(s *Scenario) (Verdict, string) {
 			break
 		}
 	}
+	leaked := leakedResource(s)
 	switch {
-	case s.Failure != "" || failedCheck != "" || len(s.CleanupErrors) > 0:
+	case s.Failure != "" || failedCheck != "" || len(s.CleanupErrors) > 0 || leaked != "" || s.Abandoned:
 		if s.Verdict.Kind != Failed {
 			why := "its failure"
 			switch {
@@ -41,6 +44,10 @@ func RecomputeVerdict(s *Scenario) (Verdict, string) {
 				why = fmt.Sprintf("check %q failed", failedCheck)
 			case len(s.CleanupErrors) > 0:
 				why = "it has cleanup errors"
+			case leaked != "":
+				why = "resource " + leaked + " is recorded present after cleanup"
+			case s.Abandoned:
+				why = "it was abandoned"
 			}
 			return Verdict{Kind: Failed}, fmt.Sprintf("verdict %s, but %s", s.Verdict, why)
 		}
@@ -60,39 +67,56 @@ func RecomputeVerdict(s *Scenario) (Verdict, string) {
 	return s.Verdict, ""
 }
 
+// leakedResource names the first of s's resources recorded present after
+// cleanup ("compute qb-x"), or "".
+func leakedResource(s *Scenario) string {
+	for _, r := range s.Resources {
+		if r.Absent != nil && !*r.Absent {
+			return r.Role + " " + r.Name
+		}
+	}
+	return ""
+}
+
 // runVerdictProblem says why r.Verdict does not follow from its scenarios,
-// its image cleanup and its interruption, or "".
+// its image cleanup, its header admission and its interruption, or "".
 func runVerdictProblem(r *Run) string {
 	var cause string
 	for _, s := range r.Scenarios {
-		if s.Verdict.Kind == Failed {
-			cause = "scenario " + s.Name + " failed"
+		if !s.Verdict.OK() {
+			cause = "scenario " + s.Name + " " + string(s.Verdict.Kind)
 			break
 		}
 	}
 	switch {
 	case r.Interrupted:
 		cause = "the run was interrupted"
-	case r.Image.RemoveError != "":
+	case r.Image.RemoveError != "" || (r.Image.Removed != nil && !*r.Image.Removed):
 		cause = "the guest image was not removed"
+	case admissionRefused(r):
+		cause = "its admission refused profile " + r.Profile
 	}
 	switch {
 	case cause != "" && r.Verdict.Kind != Failed:
 		return fmt.Sprintf("run verdict %s, but %s", r.Verdict, cause)
 	case cause == "" && r.Verdict.Kind != Passed:
-		return fmt.Sprintf("run verdict %s, but no scenario failed and the run was neither interrupted nor left its image", r.Verdict)
+		return fmt.Sprintf("run verdict %s, but no scenario failed, its admission did not refuse and the run was neither interrupted nor left its image", r.Verdict)
 	}
 	return ""
 }
 
 // crossCheck compares the signed files of a report with its evidence.json
-// (already decoded into r). scenarioFiles are the subjects that look like
-// scenario evidence. Problems are *attest.FileError values, joined.
-func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error)) error {
+// (already decoded into r) and checks its claims (claims.go) at time now.
+// scenarioFiles are the subjects that look like scenario evidence. It
+// returns the decoded scenario evidence by r.Scenarios index (nil when not
+// run or unreadable); problems are *attest.FileError values, joined.
+func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error), now time.Time) ([]*Scenario, error) {
 	var errs []error
 	fail := func(file, format string, args ...any) {
 		errs = append(errs, &attest.FileError{File: file, Err: fmt.Errorf(format, args...)})
 	}
+	files := make([]*Scenario, len(r.Scenarios))
+	abandoned := "" // the directory of an abandoned scenario listed so far
 	referenced := map[string]bool{}
 	for i, sum := range r.Scenarios {
 		// A manifest may list a scenario twice (with other params); the
@@ -106,7 +130,16 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 			if sum.Verdict.Kind != Skipped || sum.Checks != 0 {
 				fail("evidence.json", "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
 			}
+			switch {
+			case sum.Abandoned:
+				fail("evidence.json", "scenario %d %q is abandoned but has no evidence directory", sum.Index, sum.Name)
+			case !r.Interrupted && abandoned == "":
+				fail("evidence.json", "scenario %d %q is listed as not run, but the run was not interrupted and no scenario before it was abandoned", sum.Index, sum.Name)
+			}
 			continue
+		}
+		if sum.Abandoned && abandoned == "" {
+			abandoned = sum.Dir
 		}
 		file := sum.Dir + "/evidence.json"
 		if want := fmt.Sprintf("%02d-%s", sum.Index, sum.Name); sum.Dir != want {
@@ -124,8 +157,18 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 			fail(file, "%v", err)
 			continue
 		}
+		files[i] = &s
 		if _, why := RecomputeVerdict(&s); why != "" {
 			fail(file, "%s", why)
+		}
+		if s.Abandoned != sum.Abandoned {
+			fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
+		}
+		for _, p := range resourceProblems(r, &s) {
+			fail(file, "%s", p)
+		}
+		for _, p := range scenarioTimeProblems(r, sum, &s, now) {
+			fail(file, "%s", p)
 		}
 		switch {
 		case s.Verdict != sum.Verdict:
@@ -142,6 +185,14 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 	if why := runVerdictProblem(r); why != "" {
 		fail("evidence.json", "%s", why)
 	}
+	for _, check := range []func(*Run) []string{hostProblems, tupleProblems, imageProblems} {
+		for _, p := range check(r) {
+			fail("evidence.json", "%s", p)
+		}
+	}
+	for _, p := range timingProblems("run", r.Timing, now) {
+		fail("evidence.json", "%s", p)
+	}
 	for _, p := range campaignProblems(r) {
 		fail("evidence.json", "%s", p)
 	}
@@ -155,7 +206,7 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 			fail("junit.xml", "%s", p)
 		}
 	}
-	return errors.Join(errs...)
+	return files, errors.Join(errs...)
 }
 
 // summaryProblems compares summary.md's verdict line and the first four

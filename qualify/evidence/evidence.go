@@ -89,9 +89,12 @@ type Timing struct {
 	DurationMs int64     `json:"durationMs"`
 }
 
-// NewTiming returns the interval from start to end.
+// NewTiming returns the interval from start to end by the wall clock (a
+// monotonic clock reading is dropped), so that DurationMs is exactly
+// End - Start in whole milliseconds, as verification requires.
 func NewTiming(start, end time.Time) Timing {
-	return Timing{Start: start.UTC(), End: end.UTC(), DurationMs: end.Sub(start).Milliseconds()}
+	start, end = start.Round(0).UTC(), end.Round(0).UTC()
+	return Timing{Start: start, End: end, DurationMs: end.Sub(start).Milliseconds()}
 }
 
 // Duration returns End - Start.
@@ -122,7 +125,11 @@ type Scenario struct {
 	// happened after the scenario's own outcome was settled.
 	CleanupErrors []string   `json:"cleanupErrors"`
 	Resources     []Resource `json:"resources"`
-	Timing        Timing     `json:"timing"`
+	// Abandoned is set when the scenario did not return within its grace
+	// period: it failed, and the run started nothing after it (the
+	// scenarios that did not start are listed as not run).
+	Abandoned bool   `json:"abandoned,omitempty"`
+	Timing    Timing `json:"timing"`
 }
 
 // PassedChecks counts the checks that passed.
@@ -185,6 +192,8 @@ type ScenarioSummary struct {
 	// N > 1, whose Scenarios list every run of every manifest entry; 0
 	// otherwise.
 	Repeat int `json:"repeat,omitempty"`
+	// Abandoned is the scenario evidence's Abandoned.
+	Abandoned bool `json:"abandoned,omitempty"`
 }
 
 // Campaign says how the scenarios of a run were executed.

@@ -12,6 +12,7 @@ import (
 	"gotest.tools/v3/golden"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
@@ -30,9 +31,11 @@ func fixedRun() (*evidence.Run, []*evidence.Scenario) {
 		Schema: evidence.Schema, Profile: "linux-x64-cgroupv1", Endpoint: "unix:///var/run/docker.sock",
 		Manifest:   evidence.Manifest{Path: "manifests/m.yaml", SHA256: "ab"},
 		Controller: evidence.Controller{OS: "linux", Arch: "amd64", GoVersion: "go1.26.0"},
-		Engine: driver.EngineFacts{Version: "20.10.24", APIVersion: "1.41", GitCommit: "5d6db84", KernelVersion: "6.1.0",
+		Engine: driver.EngineFacts{DaemonID: "ABCD:EFGH", Version: "20.10.24", APIVersion: "1.41", MinAPIVersion: "1.12", GitCommit: "5d6db84",
+			Os: "linux", Arch: "amd64", OSType: "linux", Architecture: "x86_64", KernelVersion: "6.1.0",
 			OperatingSystem: "Debian GNU/Linux 12 (bookworm)", CgroupVersion: "1", CgroupDriver: "cgroupfs",
-			StorageDriver: "overlay2", ContainerdCommit: "1.6.20", RuncCommit: "1.1.5"},
+			SecurityOptions: []string{"name=seccomp,profile=default"},
+			StorageDriver:   "overlay2", ContainerdCommit: "1.6.20", RuncCommit: "1.1.5"},
 		Image: evidence.Image{ID: "sha256:" + string(bytes.Repeat([]byte("0"), 64)), Source: "build"},
 		Scenarios: []evidence.ScenarioSummary{
 			{Index: 1, Name: "admission", Dir: "01-admission", Verdict: evidence.Verdict{Kind: evidence.Passed}, Checks: 29, Passed: 29, DurationMs: 40},
@@ -44,6 +47,11 @@ func fixedRun() (*evidence.Run, []*evidence.Scenario) {
 		Verdict: evidence.Verdict{Kind: evidence.Failed},
 		Timing:  evidence.NewTiming(start, start.Add(2500*time.Millisecond)),
 	}
+	prof, err := profiles.Load(run.Profile)
+	if err != nil {
+		panic(err)
+	}
+	run.Admission = evidence.Admission{OK: true, Checks: driver.CheckEngineFacts(prof, run.Engine)}
 	return run, []*evidence.Scenario{failed}
 }
 

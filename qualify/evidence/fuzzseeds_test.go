@@ -20,6 +20,7 @@ func TestFuzzSeedsVerify(t *testing.T) {
 		r, failed := fixedRun()
 		r.Scenarios = r.Scenarios[:2]
 		r.Scenarios[0] = evidence.ScenarioSummary{Index: 1, Name: "admission", Verdict: evidence.Verdict{Kind: evidence.Skipped, Reason: "not run: interrupted"}}
+		r.Interrupted = true
 		if edit != nil {
 			edit(r)
 		}

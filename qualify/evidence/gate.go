@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/qualbox/qualbox/qualify/manifest"
 )
 
 // Row is one platform row a release gate requires (docs/qualification.md#rows):
@@ -30,6 +33,11 @@ type Row struct {
 	// Manifests are the hex SHA-256 digests of the manifests a report of
 	// this row may have run (a policy file names the manifest files).
 	Manifests []string `yaml:"-" json:"manifests"`
+	// Pinned are the parsed manifests by Manifests index, when known (a
+	// policy file's always are; nil entries or a short list skip the
+	// comparison): a report that ran one must list its scenarios, params,
+	// policy and user (ManifestProblems).
+	Pinned []*manifest.Manifest `yaml:"-" json:"-"`
 }
 
 // Matches reports whether t belongs to the row (manifest aside).
@@ -59,6 +67,9 @@ type Requirement struct {
 	Rows      []Row
 	Scenarios []string
 	Harness   HarnessRequirement
+	// MaxReportAge, when not zero, refuses a report whose run ended
+	// longer ago than this when the gate runs.
+	MaxReportAge time.Duration
 }
 
 // Gate judges merged reports and returns one line per violation, nil when
@@ -66,10 +77,12 @@ type Requirement struct {
 //
 // Without a requirement (req nil) it fails only on failures: a run verdict
 // that is not passed, or a scenario that failed in any report. With one,
-// also on: a report without the required harness identity; a report that
-// matches no required row; a report of a row that ran a manifest the row
-// does not pin; a required row with no satisfying report; a required
-// scenario that did not pass in every report.
+// also on: a report without the required harness identity; a report older
+// than MaxReportAge; a report that matches no required row; a report of a
+// row that ran a manifest the row does not pin, or that does not list the
+// pinned manifest's scenarios, params, policy and user (ManifestProblems);
+// a required row with no satisfying report; a required scenario that did
+// not pass in every report.
 func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 	var out []string
 	for _, c := range m.Columns {
@@ -96,6 +109,10 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 		if why := req.Harness.Check(rep.Predicate.Harness); why != "" {
 			out = append(out, fmt.Sprintf("report %s: %s", rep.Dir, why))
 		}
+		if age := time.Since(rep.Run.Timing.End); req.MaxReportAge > 0 && age > req.MaxReportAge {
+			out = append(out, fmt.Sprintf("report %s: run ended %s, %s ago, beyond the policy's maxReportAge %s",
+				rep.Dir, rep.Run.Timing.End.UTC().Format(time.RFC3339), age.Round(time.Minute), req.MaxReportAge))
+		}
 		t := rep.Predicate.Tuple
 		matched := false
 		for i, row := range req.Rows {
@@ -103,8 +120,13 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 				continue
 			}
 			matched = true
-			if slices.Contains(row.Manifests, t.ManifestSHA256) {
+			if k := slices.Index(row.Manifests, t.ManifestSHA256); k >= 0 {
 				satisfied[i]++
+				if k < len(row.Pinned) && row.Pinned[k] != nil {
+					for _, p := range ManifestProblems(rep, row.Pinned[k]) {
+						out = append(out, fmt.Sprintf("report %s: %s: %s", rep.Dir, row, p))
+					}
+				}
 			} else {
 				out = append(out, fmt.Sprintf("report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", ")))
 			}

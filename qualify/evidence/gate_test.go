@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
@@ -38,6 +41,21 @@ func passedReport(t *testing.T, h *evidence.Harness, edit func(*evidence.Run)) *
 }
 
 func laneB(r *evidence.Run) { r.Engine.Version = "2.0.0-beta.24"; r.Manifest.SHA256 = "bb" }
+
+// asLinuxX64 makes the fixture a consistent linux-x64 run: the profile,
+// the Engine facts lane C records (docs/lanes.md) and their admission.
+func asLinuxX64(r *evidence.Run) {
+	r.Profile = "linux-x64"
+	e := &r.Engine
+	e.Version, e.APIVersion, e.MinAPIVersion = "2.0.0-beta.24", "1.56", "1.40"
+	e.CgroupVersion, e.CgroupDriver = "2", "systemd"
+	e.SecurityOptions = []string{"name=apparmor,profile=default", "name=seccomp,profile=builtin", "name=cgroupns"}
+	prof, err := profiles.Load(r.Profile)
+	if err != nil {
+		panic(err)
+	}
+	r.Admission = evidence.Admission{OK: true, Checks: driver.CheckEngineFacts(prof, r.Engine)}
+}
 
 func TestGateRequirement(t *testing.T) {
 	req := &evidence.Requirement{
@@ -88,7 +106,7 @@ func TestGateRequirement(t *testing.T) {
 	assert.Check(t, is.Contains(strings.Join(v, "\n"), "row lane-b (profile linux-x64-cgroupv1, engine 2.0.): no report"))
 
 	// A report of no required row.
-	desktop := passedReport(t, harnessV2, func(r *evidence.Run) { r.Profile = "linux-x64" })
+	desktop := passedReport(t, harnessV2, asLinuxX64)
 	v = gate(a, b, desktop)
 	assert.Equal(t, len(v), 1, "%v", v)
 	assert.Check(t, is.Contains(v[0], "matches no required row"))
@@ -199,4 +217,21 @@ func TestGateRefusesAFlakyCell(t *testing.T) {
 	got := evidence.Gate(m, nil, nil)
 	assert.Assert(t, is.Len(got, 1), "%v", got)
 	assert.Check(t, is.Contains(got[0], "T1: isolation: flaky"))
+}
+
+// A policy's maxReportAge refuses a report whose run ended longer ago.
+func TestGateRefusesAReportOlderThanMaxReportAge(t *testing.T) {
+	a := passedReport(t, harnessV2, nil)
+	req := &evidence.Requirement{
+		Rows:      []evidence.Row{{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}}},
+		Scenarios: []string{"admission"}, Harness: evidence.HarnessRequirement{MinimumCatalogueVersion: 2},
+		MaxReportAge: time.Hour,
+	}
+	reports := []*evidence.Signed{a}
+	v := evidence.Gate(evidence.Merge(reports), reports, req)
+	assert.Assert(t, is.Len(v, 1), "%v", v)
+	assert.Check(t, is.Contains(v[0], "run ended 2026-11-29T10:00:02Z"))
+	assert.Check(t, is.Contains(v[0], "beyond the policy's maxReportAge 1h0m0s"))
+	req.MaxReportAge = 100 * 365 * 24 * time.Hour
+	assert.DeepEqual(t, evidence.Gate(evidence.Merge(reports), reports, req), []string(nil))
 }

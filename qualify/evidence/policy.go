@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/manifest"
 )
 
 // PolicySchema identifies the gate policy file layout.
@@ -36,6 +38,10 @@ type Policy struct {
 	Rows    []PolicyRow        `yaml:"rows"`
 	// Scenarios must pass in every report.
 	Scenarios []string `yaml:"scenarios"`
+	// MaxReportAge, when set (a Go duration such as "720h"), is the
+	// oldest a report may be: the gate refuses one whose run ended longer
+	// ago than this before the gate ran. Zero (absent) sets no limit.
+	MaxReportAge time.Duration `yaml:"maxReportAge,omitempty"`
 }
 
 // PolicyRow is a Row with the manifest files it pins, relative to the
@@ -55,9 +61,11 @@ type LoadedPolicy struct {
 
 // LoadPolicy reads and validates a gate policy file: at most
 // MaxPolicyBytes, known fields only, no duplicate keys, every field
-// present, known profiles, unique row names, readable manifests. Errors
-// name the file and the field.
-func LoadPolicy(path string) (*LoadedPolicy, error) {
+// present, known profiles, unique row names, pinned manifests that parse
+// (manifest.Parse with v, which knows the scenario catalogue; each row
+// keeps the parsed manifest beside its digest), a maxReportAge that is not
+// negative. Errors name the file and the field.
+func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 	fail := func(format string, args ...any) (*LoadedPolicy, error) {
 		return nil, fmt.Errorf("gate policy %s: %s", path, fmt.Sprintf(format, args...))
 	}
@@ -86,6 +94,8 @@ func LoadPolicy(path string) (*LoadedPolicy, error) {
 		return fail("rows: at least one required row is needed")
 	case len(p.Scenarios) == 0:
 		return fail("scenarios: at least one required scenario is needed")
+	case p.MaxReportAge < 0:
+		return fail("maxReportAge %s: want a positive duration, or none", p.MaxReportAge)
 	}
 	for i, d := range p.Harness.CatalogueSHA256 {
 		if !isHex64(d) {
@@ -93,7 +103,7 @@ func LoadPolicy(path string) (*LoadedPolicy, error) {
 		}
 	}
 	base := filepath.Dir(path)
-	lp := &LoadedPolicy{Path: path, Requirement: Requirement{Scenarios: p.Scenarios, Harness: p.Harness}}
+	lp := &LoadedPolicy{Path: path, Requirement: Requirement{Scenarios: p.Scenarios, Harness: p.Harness, MaxReportAge: p.MaxReportAge}}
 	for _, k := range p.Keys {
 		lp.KeyFiles = append(lp.KeyFiles, relativeTo(base, k))
 	}
@@ -112,12 +122,18 @@ func LoadPolicy(path string) (*LoadedPolicy, error) {
 		}
 		seen[r.Name] = true
 		row := r.Row
-		for _, m := range r.Manifests {
-			sum, err := FileSHA256(relativeTo(base, m))
+		for j, m := range r.Manifests {
+			file := relativeTo(base, m)
+			data, err := readRegular(file, MaxPolicyBytes)
 			if err != nil {
 				return fail("rows[%d] (%s).manifests: %v", i, r.Name, err)
 			}
-			row.Manifests = append(row.Manifests, sum)
+			parsed, err := manifest.Parse(file, data, v)
+			if err != nil {
+				return fail("rows[%d] (%s).manifests[%d]: %v", i, r.Name, j, err)
+			}
+			row.Manifests = append(row.Manifests, parsed.SHA256)
+			row.Pinned = append(row.Pinned, parsed)
 		}
 		lp.Requirement.Rows = append(lp.Requirement.Rows, row)
 	}

@@ -64,6 +64,9 @@ type Signed struct {
 	Run       *Run
 	Predicate Predicate
 	Subjects  int
+	// Scenarios are the verified scenario evidence files by Run.Scenarios
+	// index; nil for a scenario listed as not run (no directory).
+	Scenarios []*Scenario
 }
 
 var scenarioEvidence = regexp.MustCompile(`^[0-9]{2,}-[a-z0-9-]+/evidence\.json$`)
@@ -109,12 +112,15 @@ func schemaOf(name string) func([]byte) error {
 
 // VerifyRun verifies a signed report directory against key: the envelope
 // signature, every subject's digest, that no file was added, the evidence
-// schemas, and that the signed predicate agrees with evidence.json. A
-// failure is an *attest.VerifyError naming each file and problem.
+// schemas, that the signed predicate agrees with evidence.json, and the
+// cross-checks of the files and claims against each other at the current
+// time (docs/qualification.md#evidence). A failure is an
+// *attest.VerifyError naming each file and problem.
 func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed, error) {
 	var run Run
 	var pred Predicate
 	var scenarioFiles []string
+	var files []*Scenario
 	st, err := attest.Verify(ctx, dir, key, attest.Options{
 		PredicateType: PredicateType,
 		Required:      []string{"evidence.json", "summary.md", "junit.xml"},
@@ -143,11 +149,12 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 			if !bytes.Equal(want, got) {
 				return errors.New("does not match the summary of evidence.json")
 			}
-			return crossCheck(&run, scenarioFiles, read)
+			files, err = crossCheck(&run, scenarioFiles, read, time.Now())
+			return err
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Signed{Dir: dir, Run: &run, Predicate: pred, Subjects: len(st.Subject)}, nil
+	return &Signed{Dir: dir, Run: &run, Predicate: pred, Subjects: len(st.Subject), Scenarios: files}, nil
 }

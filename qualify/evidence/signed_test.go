@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -22,16 +23,22 @@ import (
 
 // scenarioFiles returns evidence for every scenario of run that has a
 // directory, consistent with its summary line: the fixture's failed
-// scenario where the summary says failed, else checks that all passed.
+// scenario where the summary says failed, else checks that all passed;
+// timed one after the other from the run's start, each for its summary's
+// duration.
 func scenarioFiles(run *evidence.Run, failed []*evidence.Scenario) []*evidence.Scenario {
 	var out []*evidence.Scenario
+	at := run.Timing.Start
 	for _, sum := range run.Scenarios {
 		if sum.Dir == "" {
 			continue
 		}
+		end := at.Add(time.Duration(sum.DurationMs) * time.Millisecond)
 		s := &evidence.Scenario{Schema: evidence.Schema, Index: sum.Index, Name: sum.Name, Verdict: sum.Verdict,
 			Params: map[string]any{}, Requested: map[string]any{}, Observed: map[string]any{},
-			Checks: []evidence.Check{}, CleanupErrors: []string{}, Resources: []evidence.Resource{}}
+			Checks: []evidence.Check{}, CleanupErrors: []string{}, Resources: []evidence.Resource{},
+			Abandoned: sum.Abandoned, Timing: evidence.NewTiming(at, end)}
+		at = end
 		for _, f := range failed {
 			if f.Index == sum.Index && sum.Verdict.Kind == evidence.Failed {
 				s.Checks, s.CleanupErrors, s.Failure = f.Checks, f.CleanupErrors, f.Failure

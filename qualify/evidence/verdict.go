@@ -8,8 +8,9 @@ import "fmt"
 const NoChecksReason = "no checks recorded"
 
 // ScenarioVerdict derives a scenario's verdict from its evidence: failed
-// ("interrupted") when interrupted; failed on a failure, a failed check or
-// a cleanup error; otherwise the scenario's own explicit skip or
+// ("interrupted") when interrupted; failed on a failure, a failed check, a
+// cleanup error, a resource recorded present after cleanup or an
+// abandonment; otherwise the scenario's own explicit skip or
 // not-applicable verdict when it gave one; failed (NoChecksReason) when it
 // recorded no check, since a scenario that checked nothing proved nothing;
 // passed otherwise (docs/qualification.md#evidence).
@@ -17,7 +18,7 @@ func ScenarioVerdict(s *Scenario, explicit *Verdict, interrupted bool) Verdict {
 	switch {
 	case interrupted:
 		return Verdict{Kind: Failed, Reason: "interrupted"}
-	case s.Failure != "" || s.PassedChecks() < len(s.Checks) || len(s.CleanupErrors) > 0:
+	case s.Failure != "" || s.PassedChecks() < len(s.Checks) || len(s.CleanupErrors) > 0 || leakedResource(s) != "" || s.Abandoned:
 		return Verdict{Kind: Failed}
 	case explicit != nil:
 		return *explicit
@@ -52,4 +53,33 @@ func CombineRuns(runs []Verdict) Verdict {
 		return Verdict{Kind: Flaky, Reason: fmt.Sprintf("passed %d of %d", passes, len(runs))}
 	}
 	return first
+}
+
+// RunVerdict is the run verdict the runner signs, from r's scenarios,
+// image cleanup, header admission and interruption: failed
+// ("interrupted") when interrupted; failed ("guest image not removed:
+// ...") when the image the run built is recorded not removed; failed
+// ("admission refused: ...") when the header admission of an Engine
+// refused the profile (not ok, or an error); failed when a scenario failed
+// or was flaky; passed otherwise. Verification recomputes it
+// (docs/qualification.md#evidence).
+func RunVerdict(r *Run) Verdict {
+	switch {
+	case r.Interrupted:
+		return Verdict{Kind: Failed, Reason: "interrupted"}
+	case r.Image.Removed != nil && !*r.Image.Removed || r.Image.RemoveError != "":
+		return Verdict{Kind: Failed, Reason: "guest image not removed: " + r.Image.RemoveError}
+	case admissionRefused(r):
+		why := r.Admission.Error
+		if why == "" {
+			why = "not admitted"
+		}
+		return Verdict{Kind: Failed, Reason: "admission refused: " + why}
+	}
+	for _, s := range r.Scenarios {
+		if !s.Verdict.OK() {
+			return Verdict{Kind: Failed}
+		}
+	}
+	return Verdict{Kind: Passed}
 }
