@@ -34,7 +34,7 @@ func (e *TrustEntry) String() string { return fmt.Sprintf("key %s (%s)", e.KeyID
 // TrustError is a report whose signature verified against no trust entry
 // that admits it: Problems say, for each trusted key that signed it, why
 // the key may not sign it (the row, the window), or that no trusted key
-// signed it at all.
+// signed it at all. They concern attest.EnvelopeFile, the signature.
 type TrustError struct {
 	Dir      string
 	Problems []string
@@ -75,7 +75,7 @@ func VerifyTrusted(ctx context.Context, dir string, trust []TrustEntry, rows []R
 		for i := range trust {
 			ids[i] = trust[i].KeyID
 		}
-		problems = []string{fmt.Sprintf("%s carries no signature by a key the policy trusts (trusted key IDs: %s)", attest.EnvelopeFile, strings.Join(ids, ", "))}
+		problems = []string{fmt.Sprintf("no signature by a key the policy trusts (trusted key IDs: %s)", strings.Join(ids, ", "))}
 	}
 	return nil, nil, &TrustError{Dir: dir, Problems: problems}
 }

@@ -83,7 +83,7 @@ func TestVerifyTrustedBindsKeysToRowsAndWindows(t *testing.T) {
 	_, otherKeys := signedReport(t, nil)
 	b := entry(t, otherKeys, "lane-a")
 	_, _, err = evidence.VerifyTrusted(ctx, dir, []evidence.TrustEntry{b}, trustRows)
-	assert.Check(t, is.Equal(trustProblems(t, err), "evidence.dsse.json carries no signature by a key the policy trusts (trusted key IDs: "+b.KeyID+")"))
+	assert.Check(t, is.Equal(trustProblems(t, err), "no signature by a key the policy trusts (trusted key IDs: "+b.KeyID+")"))
 
 	// A tampered report is judged by its signer's key: the digest
 	// mismatch, not a trust problem.
