@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
@@ -183,4 +186,70 @@ func TestCommittedKeysAreBoundToRowsAndDays(t *testing.T) {
 		assert.Equal(t, code, exitcode.Failed, "%s: %s", dir, stderr.String())
 		assert.Check(t, is.Contains(stderr.String(), want))
 	}
+}
+
+// forgeHarness copies the committed lane C report, rewrites its harness
+// identity with edit (evidence.json and the summary's harness line) and
+// re-signs it with a fresh key, which a copy of the committed policy
+// trusts for lane C on that day: the forger is a key holder. It returns
+// the policy and the forged report.
+func forgeHarness(t *testing.T, edit func(h *evidence.Harness)) (policy, dir string) {
+	t.Helper()
+	root, policy := layout(t)
+	dir = filepath.Join(t.TempDir(), "report")
+	assert.NilError(t, os.CopyFS(dir, os.DirFS("../../reports/linux-x64/20261201T082451Z")))
+	data, err := os.ReadFile(filepath.Join(dir, "evidence.json"))
+	assert.NilError(t, err)
+	var r evidence.Run
+	assert.NilError(t, json.Unmarshal(data, &r))
+	before := "- Harness: " + r.Harness.String()
+	edit(r.Harness)
+	assert.NilError(t, evidence.WriteJSON(filepath.Join(dir, "evidence.json"), &r))
+	editFile(t, filepath.Join(dir, "summary.md"), before, "- Harness: "+r.Harness.String())
+	priv, pub, err := attest.GenerateKey(filepath.Join(root, "forger"))
+	assert.NilError(t, err)
+	key, err := attest.LoadPrivateKey(priv)
+	assert.NilError(t, err)
+	assert.NilError(t, os.Remove(filepath.Join(dir, attest.EnvelopeFile)))
+	_, err = attest.Sign(context.Background(), dir, key, evidence.PredicateType, evidence.PredicateOf(&r))
+	assert.NilError(t, err)
+	editFile(t, policy, "harness:", "  - {key: "+strconv.Quote(pub)+", rows: [lane-c], notBefore: 2026-12-01T00:00:00Z, notAfter: 2026-12-01T23:59:59Z}\nharness:")
+	editFile(t, policy, "rows: [lane-a, lane-b, lane-c]", "rows: [lane-a, lane-b]")
+	return policy, dir
+}
+
+// A key holder who forges the harness identity of a real report is
+// refused by the committed policy's exact pin, naming what is wrong; the
+// same report with a clean VCS revision added meets the pin (the only
+// lines left are the rows it does not cover).
+func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
+	clean := func(h *evidence.Harness) { h.VCSRevision = "0123456789abcdef0123456789abcdef01234567" }
+	for _, tc := range []struct {
+		name string
+		edit func(h *evidence.Harness)
+		want string
+	}{
+		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6)"},
+		{"listed version, unknown digest", func(h *evidence.Harness) { clean(h); h.CatalogueSHA256 = strings.Repeat("0", 64) }, "catalogue sha256 " + strings.Repeat("0", 64) + " is not an accepted digest of catalogue version 3"},
+		{"foreign module", func(h *evidence.Harness) { clean(h); h.Module = "example.com/qualbox" }, `module "example.com/qualbox" is not the required "github.com/qualbox/qualbox"`},
+		{"dirty build", func(h *evidence.Harness) { clean(h); h.VCSModified = true }, "the build of VCS revision 0123456789abcdef0123456789abcdef01234567 has local modifications, and a clean VCS revision is required"},
+		{"no VCS revision", func(h *evidence.Harness) {}, "the build carries no VCS revision, and a clean VCS revision is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy, dir := forgeHarness(t, tc.edit)
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), []string{"merge", "--policy", policy, dir}, &stdout, &stderr)
+			assert.Equal(t, code, exitcode.Failed, stderr.String())
+			assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: report "+dir+": harness identity "), stderr.String())
+			assert.Check(t, is.Contains(stderr.String(), tc.want))
+		})
+	}
+	policy, dir := forgeHarness(t, clean)
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"merge", "--policy", policy, dir}, &stdout, &stderr), exitcode.Failed)
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	assert.DeepEqual(t, lines, []string{
+		"qualify merge: not passed: row lane-a (profile linux-x64-cgroupv1, engine 20.10.): no report with a pinned manifest",
+		"qualify merge: not passed: row lane-b (profile linux-x64-cgroupv1, engine 2.0.0-): no report with a pinned manifest",
+	})
 }
