@@ -4,13 +4,12 @@ GO      ?= go
 PKGS    := github.com/qualbox/qualbox/...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 # KEYS holds this machine's report signing key pair, generated on first use
-# outside the repository: a private key never enters git. TRUSTED_KEYS are
-# the committed public keys that verify the committed reports under reports/
-# (one per machine that signed a committed campaign).
+# outside the repository: a private key never enters git. Which committed
+# public key (reports/keys/) may sign which row, and when, is stated by the
+# trust entries of reports/gate-policy.yaml only (docs/qualification.md#gate).
 KEYS    ?= /var/lib/qualbox/keys
-TRUSTED_KEYS ?= $(wildcard reports/keys/*.pub)
 
-.PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify gate
+.PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate
 
 engine:
 	@scripts/engine.sh up
@@ -93,10 +92,15 @@ lint:
 $(KEYS)/qualbox-ed25519.key:
 	$(GO) run ./cmd/qualify keygen --out $(KEYS)
 
-## verify: check the committed signed reports against $(TRUSTED_KEYS); DIRS=... KEY=... for others
-## (a local `make qualify` run verifies with KEY=$(KEYS)/qualbox-ed25519.pub).
+## verify: check the committed signed reports against the trust entries and rows of reports/gate-policy.yaml
+## (a file in reports/keys that the policy does not name is trusted for nothing); DIRS=... for others.
+## A local `make qualify` run is checked for integrity only with `make verify-key KEY=$(KEYS)/qualbox-ed25519.pub DIRS=...`.
 verify:
-	$(GO) run ./cmd/qualify verify $(addprefix --key ,$(or $(KEY),$(TRUSTED_KEYS))) $(or $(DIRS),$(dir $(wildcard reports/linux-*/*/evidence.dsse.json)))
+	$(GO) run ./cmd/qualify verify --policy reports/gate-policy.yaml $(or $(DIRS),$(dir $(wildcard reports/linux-*/*/evidence.dsse.json)))
+
+## verify-key: integrity of DIRS against the one public key KEY the caller names (no policy, no row binding).
+verify-key:
+	$(GO) run ./cmd/qualify verify --key $(KEY) $(DIRS)
 
 ## gate: the release gate of reports/gate-policy.yaml over the newest committed report of each directory
 ## under reports/ (GATE_DIRS=... for others); exits 0 only when every required row passed.

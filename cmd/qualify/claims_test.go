@@ -47,14 +47,8 @@ func pinnedRun(t *testing.T, repeat int, passes ...bool) (report, keys, policy s
 	_, err = qualify.Run(context.Background(), qualify.Config{Manifest: m, Output: report, Registry: reg, Repeat: repeat,
 		ImageID: "sha256:" + strings.Repeat("a", 64), ImageSource: "manifest", SigningKey: key})
 	assert.NilError(t, err)
-	policy = filepath.Join(dir, "policy.yaml")
-	assert.NilError(t, os.WriteFile(policy, []byte(`schema: qualbox.gate-policy.v1
-keys: [keys/`+attest.PublicKeyFile+`]
-harness: {minimumCatalogueVersion: 1}
-rows:
-  - {name: hermetic, profile: linux-x64-cgroupv1, manifests: [m.yaml]}
-scenarios: [outcome]
-`), 0o644))
+	policy = hermeticPolicy(t, dir, "policy.yaml", manifestPath, false, scenario.CatalogueVersion,
+		trustLine(t, dir, filepath.Join(keys, attest.PublicKeyFile), "hermetic"))
 	return report, keys, policy
 }
 

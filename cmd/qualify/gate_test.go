@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -92,9 +93,49 @@ func TestMergeFailsOnAFailedVerdictWithoutRequire(t *testing.T) {
 	assert.Check(t, is.Contains(stderr.String(), "T1: outcome: failed"))
 }
 
+// hermeticPolicy writes a v2 gate policy into dir with one row, hermetic
+// (profile linux-x64-cgroupv1, the manifest at manifestPath) and, with
+// other, a row other of profile linux-x64; the given trust entries (YAML
+// flow mappings, key paths relative to dir) and this build's harness with
+// the catalogue version given. It returns the policy's path.
+func hermeticPolicy(t *testing.T, dir, name, manifestPath string, other bool, catalogueVersion int, trust ...string) string {
+	t.Helper()
+	h := qualify.HarnessIdentity()
+	p := filepath.Join(dir, name)
+	assert.NilError(t, os.WriteFile(p, []byte(fmt.Sprintf(`schema: qualbox.gate-policy.v2
+trust:
+  - %s
+harness:
+  module: %s
+  catalogues: [{version: %d, sha256: %s}]
+  cleanRevision: false
+rows:
+  - {name: hermetic, profile: linux-x64-cgroupv1, manifests: [%s], scenarios: [outcome]}
+`, strings.Join(trust, "\n  - "), h.Module, catalogueVersion, h.CatalogueSHA256, filepath.Base(manifestPath))), 0o644))
+	if other {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		assert.NilError(t, err)
+		_, err = fmt.Fprintf(f, "  - {name: other, profile: linux-x64, manifests: [%s], scenarios: [outcome]}\n", filepath.Base(manifestPath))
+		assert.NilError(t, err)
+		assert.NilError(t, f.Close())
+	}
+	return p
+}
+
+// trustLine is a trust entry for the key at pub (made under dir) bound to
+// rows, valid from an hour ago to an hour from now.
+func trustLine(t *testing.T, dir, pub, rows string) string {
+	t.Helper()
+	rel, err := filepath.Rel(dir, pub)
+	assert.NilError(t, err)
+	now := time.Now().UTC()
+	return fmt.Sprintf("{key: %s, rows: [%s], notBefore: %s, notAfter: %s}", rel, rows,
+		now.Add(-time.Hour).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+}
+
 // A report of this build carries its harness identity and meets a policy
-// that requires this build's catalogue version; the same policy refuses it
-// when it demands a newer catalogue.
+// that pins this build's catalogue and trusts its key for its row; the
+// same policy refuses it when it pins another catalogue version.
 func TestReportOfThisBuildPassesAPolicy(t *testing.T) {
 	dir := t.TempDir()
 	manifestPath, report, pub := signedRun(t, dir, true)
@@ -103,26 +144,26 @@ func TestReportOfThisBuildPassesAPolicy(t *testing.T) {
 	assert.Equal(t, code, exitcode.OK, stderr.String())
 	assert.Check(t, is.Contains(stdout.String(), fmt.Sprintf("harness catalogue v%d (sha256 %s)", scenario.CatalogueVersion, scenario.CatalogueSHA256[:12])))
 
-	policy := func(minimum int) string {
-		p := filepath.Join(dir, fmt.Sprintf("policy-%d.yaml", minimum))
-		rel, err := filepath.Rel(dir, pub)
-		assert.NilError(t, err)
-		assert.NilError(t, os.WriteFile(p, []byte(fmt.Sprintf(`schema: qualbox.gate-policy.v1
-keys: [%s]
-harness: {minimumCatalogueVersion: %d}
-rows:
-  - {name: hermetic, profile: linux-x64-cgroupv1, manifests: [%s]}
-scenarios: [outcome]
-`, rel, minimum, filepath.Base(manifestPath))), 0o644))
-		return p
-	}
+	trusted := trustLine(t, dir, pub, "hermetic")
+	policy := hermeticPolicy(t, dir, "policy.yaml", manifestPath, false, scenario.CatalogueVersion, trusted)
 	stdout.Reset()
 	stderr.Reset()
-	code = run(context.Background(), []string{"merge", "--policy", policy(scenario.CatalogueVersion), report}, &stdout, &stderr)
+	code = run(context.Background(), []string{"verify", "--policy", policy, report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.OK, stderr.String())
+	assert.Check(t, is.Contains(stdout.String(), "for rows hermetic"))
+	code = run(context.Background(), []string{"merge", "--policy", policy, report}, &stdout, &stderr)
 	assert.Equal(t, code, exitcode.OK, stderr.String())
 
 	stderr.Reset()
-	code = run(context.Background(), []string{"merge", "--policy", policy(scenario.CatalogueVersion + 1), report}, &stdout, &stderr)
+	newer := hermeticPolicy(t, dir, "newer.yaml", manifestPath, false, scenario.CatalogueVersion+1, trusted)
+	code = run(context.Background(), []string{"merge", "--policy", newer, report}, &stdout, &stderr)
 	assert.Equal(t, code, exitcode.Failed)
-	assert.Check(t, is.Contains(stderr.String(), fmt.Sprintf("catalogue version %d is below the required minimum %d", scenario.CatalogueVersion, scenario.CatalogueVersion+1)))
+	assert.Check(t, is.Contains(stderr.String(), fmt.Sprintf("catalogue version %d is not an accepted catalogue (accepted: v%d sha256 %s)", scenario.CatalogueVersion, scenario.CatalogueVersion+1, scenario.CatalogueSHA256)))
+
+	// The CLI requirement pins this build's catalogue: the report meets it.
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--key", pub, "--require", "outcome", "--row", "hermetic=linux-x64-cgroupv1", "--manifest", manifestPath, report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.OK, stderr.String())
+	code = run(context.Background(), []string{"merge", "--key", pub, "--min-catalogue", "3", "--require", "outcome", "--row", "hermetic=linux-x64-cgroupv1", "--manifest", manifestPath, report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage, "--min-catalogue is gone")
 }

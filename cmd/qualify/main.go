@@ -5,8 +5,8 @@
 // Usage:
 //
 //	qualify run --manifest FILE [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
-//	qualify verify --key FILE [--key FILE...] [--json] DIR...
-//	qualify merge --key FILE [--key FILE...] [--require LIST] [--manifest FILE...] [--markdown|--json] DIR...
+//	qualify verify --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--json] DIR...
+//	qualify merge --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
 //	qualify image [--endpoint URL] [--probe BINARY] [--arch ARCH] [--busybox FILE] [--remove ID]
 //	qualify version
@@ -23,9 +23,11 @@
 // complete report: evidence.dsse.json is a DSSE envelope around an in-toto
 // Statement whose subjects are every file's SHA-256. verify checks the
 // signature, every subject, that no file was added and the evidence
-// schemas, and names each failing file; merge verifies several reports and
-// renders one matrix of scenarios by tuple, exiting 1 unless every
-// --require scenario passed under every tuple (docs/qualification.md#gate).
+// schemas, and names each failing file; with --policy it trusts only the
+// policy's trust entries, each key bound to rows and a validity window.
+// merge verifies several reports the same way and renders one matrix of
+// scenarios by tuple, exiting 1 unless the gate of its policy (or of
+// --require, --row and --manifest) is met (docs/qualification.md#gate).
 //
 // The Engine is always the one named by the manifest or --endpoint:
 // DOCKER_HOST and docker contexts are ignored on purpose.
@@ -78,7 +80,7 @@ type command struct {
 // commands is the subcommand list, in the order the help shows it.
 var commands = []command{
 	{"run", "run a manifest's scenarios against an Engine and write (and sign) the report", runCmd},
-	{"verify", "verify signed reports against trusted public keys, naming each failing file", verifyCmd},
+	{"verify", "verify signed reports against a gate policy's trust or named public keys, naming each failing file", verifyCmd},
 	{"merge", "verify several signed reports and print one matrix of scenarios by tuple", mergeCmd},
 	{"keygen", "generate the ed25519 key pair that signs reports", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return keygenCmd(args, stdout, stderr)

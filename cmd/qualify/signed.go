@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/qualbox/qualbox/internal/cli"
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
@@ -86,7 +86,7 @@ func loadKeys(paths []string) ([]ed25519.PublicKey, error) {
 }
 
 // verifyAny verifies dir against each key in turn and returns the first
-// success, or the failure against the last key.
+// success, or the failure against the first key.
 func verifyAny(ctx context.Context, dir string, keys []ed25519.PublicKey) (*evidence.Signed, error) {
 	// The report is judged by the key that signed it: a key whose
 	// signature does not verify only says "not mine", so its error is
@@ -97,7 +97,7 @@ func verifyAny(ctx context.Context, dir string, keys []ed25519.PublicKey) (*evid
 		if err == nil {
 			return s, nil
 		}
-		if !unsignedBy(err) {
+		if !evidence.NotSignedBy(err) {
 			return nil, err
 		}
 		if first == nil {
@@ -107,15 +107,33 @@ func verifyAny(ctx context.Context, dir string, keys []ed25519.PublicKey) (*evid
 	return nil, first
 }
 
-// unsignedBy reports whether err says only that the key's signature does
-// not verify the envelope.
-func unsignedBy(err error) bool {
-	var ve *attest.VerifyError
-	if !errors.As(err, &ve) || len(ve.Problems) != 1 {
-		return false
+// trustOf loads the policy at path and returns its trust entries,
+// narrowed to keyPaths when any are given: each must be a key the policy
+// trusts, else the error names it (--key never widens a policy's trust).
+func trustOf(path string, keyPaths []string) (*evidence.LoadedPolicy, []evidence.TrustEntry, error) {
+	p, err := evidence.LoadPolicy(path, gateScenarios)
+	if err != nil {
+		return nil, nil, err
 	}
-	p := ve.Problems[0]
-	return p.File == attest.EnvelopeFile && strings.HasPrefix(p.Problem, "signature: no signature by key")
+	if len(keyPaths) == 0 {
+		return p, p.Trust, nil
+	}
+	var trust []evidence.TrustEntry
+	for _, kp := range keyPaths {
+		k, err := attest.LoadPublicKey(kp)
+		if err != nil {
+			return nil, nil, err
+		}
+		id := attest.KeyID(k)
+		i := slices.IndexFunc(p.Trust, func(e evidence.TrustEntry) bool { return e.KeyID == id })
+		if i < 0 {
+			return nil, nil, fmt.Errorf("--key %s: key ID %s is not trusted by gate policy %s: with --policy, --key may only narrow the policy's trust entries", kp, id, path)
+		}
+		if !slices.ContainsFunc(trust, func(e evidence.TrustEntry) bool { return e.KeyID == id }) {
+			trust = append(trust, p.Trust[i])
+		}
+	}
+	return p, trust, nil
 }
 
 // verifyLine is one directory's outcome for --json.
@@ -129,38 +147,72 @@ type verifyLine struct {
 }
 
 func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify verify", "--key FILE [--key FILE...] [--json] DIR...",
-		"Verify signed reports against trusted public keys, naming each failing file.")
+	c := cli.New("qualify verify", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--json] DIR...",
+		"Verify signed reports against a gate policy's trust entries, or against named public keys, naming each failing file.")
 	c.Details = `For each report DIR: the DSSE signature by one of the keys, every in-toto
-subject's SHA-256, that no file was added, and the evidence schemas. A
-verified report prints one OK line on stdout; a failing one prints FAILED
-and its problems on stderr. With --json every report, passing or not, is
-one JSON object per line on stdout.`
+subject's SHA-256, that no file was added, and the evidence schemas.
+With --policy FILE the keys are the policy's trust entries only, and the
+report must also match one of the policy's rows, every row it matches
+must be bound to the key that signed it, and its signed start and end
+must lie in that key's window (docs/qualification.md#gate); --key then
+only narrows the policy's entries, and a key the policy does not trust is
+a usage error. Without --policy, --key names the keys to check integrity
+against (no row binding, no window). A verified report prints one OK
+line on stdout; a failing one prints FAILED and its problems on stderr.
+With --json every report, passing or not, is one JSON object per line on
+stdout.`
 	fs := c.Flags
 	var keyPaths listFlag
-	fs.Var(&keyPaths, "key", "trusted ed25519 public key `FILE` (PEM PKIX); repeatable")
+	fs.Var(&keyPaths, "key", "ed25519 public key `FILE` (PEM PKIX); repeatable; with --policy it must be one the policy trusts")
+	policyPath := fs.String("policy", "", "gate policy `FILE` whose trust entries and rows decide (example reports/gate-policy.yaml)")
 	asJSON := fs.Bool("json", false, "print one JSON object per report directory on stdout")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
-	if len(keyPaths) == 0 || fs.NArg() == 0 {
-		return c.UsageError(stderr, "--key FILE and at least one report DIR are required")
+	if (len(keyPaths) == 0 && *policyPath == "") || fs.NArg() == 0 {
+		return c.UsageError(stderr, "--policy FILE or --key FILE, and at least one report DIR, are required")
 	}
-	keys, err := loadKeys(keyPaths)
-	if err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitcode.Usage
+	var verify func(dir string) (*evidence.Signed, string, error)
+	if *policyPath != "" {
+		p, trust, err := trustOf(*policyPath, keyPaths)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify verify: %v\n", err)
+			return exitcode.Usage
+		}
+		verify = func(dir string) (*evidence.Signed, string, error) {
+			s, e, err := evidence.VerifyTrusted(ctx, dir, trust, p.Requirement.Rows)
+			if err != nil {
+				return nil, "", err
+			}
+			return s, fmt.Sprintf(", signed by %s for rows %s", e, strings.Join(e.Rows, ", ")), nil
+		}
+	} else {
+		keys, err := loadKeys(keyPaths)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify: %v\n", err)
+			return exitcode.Usage
+		}
+		verify = func(dir string) (*evidence.Signed, string, error) {
+			s, err := verifyAny(ctx, dir, keys)
+			return s, "", err
+		}
 	}
 	code := exitcode.OK
 	for _, dir := range fs.Args() {
-		s, err := verifyAny(ctx, dir, keys)
+		s, signer, err := verify(dir)
 		line := verifyLine{Dir: dir, OK: err == nil}
 		if err != nil {
 			code = exitcode.Failed
 			line.Error = err.Error()
 			var ve *attest.VerifyError
-			if errors.As(err, &ve) {
+			var te *evidence.TrustError
+			switch {
+			case errors.As(err, &ve):
 				line.Problems = ve.Problems
+			case errors.As(err, &te):
+				for _, p := range te.Problems {
+					line.Problems = append(line.Problems, attest.Problem{File: attest.EnvelopeFile, Problem: p})
+				}
 			}
 		} else {
 			line.Subjects, line.Verdict = s.Subjects, s.Run.Verdict.String()
@@ -170,7 +222,7 @@ one JSON object per line on stdout.`
 			data, _ := json.Marshal(line)
 			fmt.Fprintf(stdout, "%s\n", data)
 		case err == nil:
-			fmt.Fprintf(stdout, "%s: OK: %d subjects verified, signed run verdict %s, tuple %s, harness %s\n", dir, s.Subjects, s.Run.Verdict, s.Predicate.Tuple.Label(), s.Predicate.Harness)
+			fmt.Fprintf(stdout, "%s: OK: %d subjects verified, signed run verdict %s, tuple %s, harness %s%s\n", dir, s.Subjects, s.Run.Verdict, s.Predicate.Tuple.Label(), s.Predicate.Harness, signer)
 		case line.Problems != nil:
 			fmt.Fprintf(stderr, "%s: FAILED\n", dir)
 			for _, p := range line.Problems {
@@ -184,68 +236,83 @@ one JSON object per line on stdout.`
 }
 
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--key FILE [--key FILE...] | --policy FILE [--require LIST --row SPEC... --manifest FILE... [--min-catalogue N]] [--markdown|--json] DIR...",
+	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] DIR...",
 		"Verify several signed reports, print one matrix of scenarios by tuple, and gate a release on them.")
-	c.Details = `Every DIR must verify against one of the keys. The matrix (a table, or
---markdown, or --json) goes to stdout; what keeps the gate shut goes to
-stderr, one line each, and the exit status is 1 (docs/qualification.md#gate):
+	c.Details = `With --policy FILE every DIR must be admitted by one of the policy's trust
+entries: its key's signature verifies the report, every policy row the
+report's tuple matches is bound to that key, and its signed start and end
+lie in the key's window. --key with --policy only narrows those entries
+(a key the policy does not trust is a usage error naming its key ID); it
+never adds one. Without --policy every DIR must verify against one of the
+--key files. The matrix (a table, or --markdown, or --json) goes to
+stdout; what keeps the gate shut goes to stderr, one line each, and the
+exit status is 1 (docs/qualification.md#gate):
 - always: a report whose signed run verdict is not passed, or a scenario
   that failed in any report;
-- with a requirement (--policy FILE, or --require with --row and --manifest):
-  a report without the required harness identity (reports made before
-  reports carried one are refused), a report of no required row or with a
-  manifest its row does not pin, a required row without such a report, or
-  a required scenario that did not pass in every report.
+- with a requirement (--policy FILE, or --require with --row and
+  --manifest): a report whose harness identity is not exactly a pinned
+  one (module, catalogue version and sha256, and with the policy's
+  cleanRevision a clean VCS revision; reports made before reports carried
+  one are refused), a report of no required row or with a manifest its
+  row does not pin, a required row without such a report, or a report in
+  which a scenario its row requires was not run or did not pass.
 A row SPEC is NAME=PROFILE[@ENGINE], ENGINE a prefix of the Engine version,
-e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --manifest pins apply to every row.
---min-catalogue defaults to this build's scenario catalogue version.`
+e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --manifest pins and the --require
+scenarios apply to every row, and the harness pin is this build's own
+module and scenario catalogue (version and sha256).`
 	fs := c.Flags
 	var keyPaths, require, manifests, rows listFlag
-	fs.Var(&keyPaths, "key", "trusted ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane")
-	policyPath := fs.String("policy", "", "gate policy `FILE` (YAML: keys, harness, rows, scenarios; example reports/gate-policy.yaml)")
+	fs.Var(&keyPaths, "key", "ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane; with --policy it must be one the policy trusts")
+	policyPath := fs.String("policy", "", "gate policy `FILE` (YAML: trust, harness, rows; example reports/gate-policy.yaml)")
 	fs.Var(&require, "require", "scenario names (`LIST`, comma-separated or repeated) that must pass in every report; needs --row and --manifest")
 	fs.Var(&rows, "row", "required row `SPEC` NAME=PROFILE[@ENGINE]; repeatable")
 	fs.Var(&manifests, "manifest", "manifest `FILE` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
-	minCatalogue := fs.Int("min-catalogue", scenario.CatalogueVersion, "lowest scenario catalogue version `N` a required report may carry")
 	markdown := fs.Bool("markdown", false, "print the matrix as Markdown")
 	asJSON := fs.Bool("json", false, "print the matrix as JSON")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
-	cliRequirement := len(require) > 0 || len(rows) > 0 || len(manifests) > 0 || flagSet(fs, "min-catalogue")
+	cliRequirement := len(require) > 0 || len(rows) > 0 || len(manifests) > 0
 	switch {
 	case fs.NArg() == 0 || (*markdown && *asJSON):
 		return c.UsageError(stderr, "at least one report DIR is required; --markdown and --json exclude each other")
 	case *policyPath == "" && len(keyPaths) == 0:
 		return c.UsageError(stderr, "--key FILE or --policy FILE is required")
 	case *policyPath != "" && cliRequirement:
-		return c.UsageError(stderr, "--policy states the rows, manifests, scenarios and harness minimum; do not combine it with --require, --row, --manifest or --min-catalogue")
+		return c.UsageError(stderr, "--policy states the trust, rows, manifests, scenarios and harness; do not combine it with --require, --row or --manifest")
 	case cliRequirement && (len(require) == 0 || len(rows) == 0 || len(manifests) == 0):
 		return c.UsageError(stderr, "a gate needs --require LIST, at least one --row SPEC and at least one --manifest FILE (or --policy FILE): scenario names alone can be met by one lane or by a manifest that weakened them")
 	}
 	var req *evidence.Requirement
+	var verify func(dir string) (*evidence.Signed, error)
 	if *policyPath != "" {
-		p, err := evidence.LoadPolicy(*policyPath, gateScenarios)
+		p, trust, err := trustOf(*policyPath, keyPaths)
 		if err != nil {
 			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
 			return exitcode.Usage
 		}
-		keyPaths = append(p.KeyFiles, keyPaths...)
 		req = &p.Requirement
-	} else if cliRequirement {
-		var err error
-		if req, err = cliGate(require, rows, manifests, *minCatalogue); err != nil {
-			return c.UsageError(stderr, err.Error())
+		verify = func(dir string) (*evidence.Signed, error) {
+			s, _, err := evidence.VerifyTrusted(ctx, dir, trust, p.Requirement.Rows)
+			return s, err
 		}
-	}
-	keys, err := loadKeys(keyPaths)
-	if err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitcode.Usage
+	} else {
+		if cliRequirement {
+			var err error
+			if req, err = cliGate(require, rows, manifests); err != nil {
+				return c.UsageError(stderr, err.Error())
+			}
+		}
+		keys, err := loadKeys(keyPaths)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify: %v\n", err)
+			return exitcode.Usage
+		}
+		verify = func(dir string) (*evidence.Signed, error) { return verifyAny(ctx, dir, keys) }
 	}
 	var reports []*evidence.Signed
 	for _, dir := range fs.Args() {
-		s, err := verifyAny(ctx, dir, keys)
+		s, err := verify(dir)
 		if err != nil {
 			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
 			return exitcode.Failed
@@ -289,19 +356,12 @@ e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --manifest pins apply to every row.
 // registry of synthetic scenarios.
 var gateScenarios manifest.Validator = scenario.Default()
 
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-// cliGate builds the requirement of --require, --row, --manifest and
-// --min-catalogue.
-func cliGate(require, rows, manifests []string, minCatalogue int) (*evidence.Requirement, error) {
-	if minCatalogue < 1 {
-		return nil, fmt.Errorf("--min-catalogue %d: want >= 1", minCatalogue)
-	}
-	req := &evidence.Requirement{Scenarios: require, Harness: evidence.HarnessRequirement{MinimumCatalogueVersion: minCatalogue}}
+// cliGate builds the requirement of --require, --row and --manifest: the
+// harness pin is this build's own module and scenario catalogue.
+func cliGate(require, rows, manifests []string) (*evidence.Requirement, error) {
+	h := qualify.HarnessIdentity()
+	req := &evidence.Requirement{Harness: evidence.HarnessRequirement{Module: h.Module,
+		Catalogues: []evidence.Catalogue{{Version: h.CatalogueVersion, SHA256: h.CatalogueSHA256}}}}
 	var pins []string
 	var pinned []*manifest.Manifest
 	for _, p := range manifests {
@@ -323,7 +383,7 @@ func cliGate(require, rows, manifests []string, minCatalogue int) (*evidence.Req
 		case slices.ContainsFunc(req.Rows, func(r evidence.Row) bool { return r.Name == name }):
 			return nil, fmt.Errorf("--row %q: row %s given twice", spec, name)
 		}
-		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins, Pinned: pinned})
+		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins, Pinned: pinned, Scenarios: require})
 	}
 	return req, nil
 }

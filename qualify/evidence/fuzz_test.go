@@ -123,8 +123,8 @@ func FuzzVerifyRun(f *testing.F) {
 // rendered from them, then merges and gates them. Invariants: no panic;
 // a gate without a requirement fails whenever a run or scenario failed;
 // a gate with one passes only if every row has a report with a pinned
-// manifest, every report meets the harness minimum and matches a row, and
-// every required scenario passed in every report.
+// manifest, every report meets the harness pin and matches a row, and
+// every scenario its row requires passed in every report.
 func FuzzMerge(f *testing.F) {
 	seed := func(edit func(*evidence.Run)) []byte {
 		r, _ := fixedRun()
@@ -145,11 +145,10 @@ func FuzzMerge(f *testing.F) {
 	base := f.TempDir()
 	req := &evidence.Requirement{
 		Rows: []evidence.Row{
-			{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}},
-			{Name: "lane-b", Profile: "linux-x64-cgroupv1", Engine: "2.0.", Manifests: []string{"bb"}},
+			{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}, Scenarios: []string{"admission", "isolation"}},
+			{Name: "lane-b", Profile: "linux-x64-cgroupv1", Engine: "2.0.", Manifests: []string{"bb"}, Scenarios: []string{"admission", "isolation"}},
 		},
-		Scenarios: []string{"admission", "isolation"},
-		Harness:   evidence.HarnessRequirement{MinimumCatalogueVersion: 2},
+		Harness: harnessPin,
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		var reports []*evidence.Signed
@@ -213,13 +212,18 @@ func FuzzMerge(f *testing.F) {
 			}
 		}
 		for _, s := range reports {
-			if req.Harness.Check(s.Predicate.Harness) != "" {
+			if req.Harness.Check(s.Predicate.Harness) != nil {
 				t.Fatalf("gate passed harness %v", s.Predicate.Harness)
 			}
-			for _, name := range req.Scenarios {
-				i := slices.IndexFunc(s.Predicate.Scenarios, func(l evidence.PredicateLine) bool { return l.Name == name })
-				if i < 0 || s.Predicate.Scenarios[i].Verdict.Kind != evidence.Passed {
-					t.Fatalf("gate passed %s without %s passed", s.Dir, name)
+			for _, row := range req.Rows {
+				if !row.Matches(s.Predicate.Tuple) {
+					continue
+				}
+				for _, name := range row.Scenarios {
+					i := slices.IndexFunc(s.Predicate.Scenarios, func(l evidence.PredicateLine) bool { return l.Name == name })
+					if i < 0 || s.Predicate.Scenarios[i].Verdict.Kind != evidence.Passed {
+						t.Fatalf("gate passed %s without %s passed", s.Dir, name)
+					}
 				}
 			}
 		}

@@ -13,7 +13,7 @@ import (
 // reports of a profile on an Engine line, run with a pinned manifest. A
 // report matches a row when its signed tuple has the row's profile and
 // every set field; it satisfies the row when it also ran one of the
-// row's manifests.
+// row's manifests, and the row's scenarios must have passed in it.
 type Row struct {
 	// Name names the row in gate messages, e.g. "lane-a".
 	Name string `yaml:"name" json:"name"`
@@ -38,6 +38,9 @@ type Row struct {
 	// comparison): a report that ran one must list its scenarios, params,
 	// policy and user (ManifestProblems).
 	Pinned []*manifest.Manifest `yaml:"-" json:"-"`
+	// Scenarios are the scenario names that must pass in every report of
+	// this row (each report, not only the row's column as a whole).
+	Scenarios []string `yaml:"scenarios" json:"scenarios"`
 }
 
 // Matches reports whether t belongs to the row (manifest aside).
@@ -61,12 +64,11 @@ func (r Row) String() string {
 }
 
 // Requirement is what a release gate demands beyond "nothing failed":
-// the rows that must each have a report with a pinned manifest, the
-// scenarios that must pass in every report, and the minimum harness.
+// the rows that must each have a report with a pinned manifest, each with
+// the scenarios that must pass in its reports, and the exact harness.
 type Requirement struct {
-	Rows      []Row
-	Scenarios []string
-	Harness   HarnessRequirement
+	Rows    []Row
+	Harness HarnessRequirement
 	// MaxReportAge, when not zero, refuses a report whose run ended
 	// longer ago than this when the gate runs.
 	MaxReportAge time.Duration
@@ -77,12 +79,17 @@ type Requirement struct {
 //
 // Without a requirement (req nil) it fails only on failures: a run verdict
 // that is not passed, or a scenario that failed in any report. With one,
-// also on: a report without the required harness identity; a report older
-// than MaxReportAge; a report that matches no required row; a report of a
-// row that ran a manifest the row does not pin, or that does not list the
-// pinned manifest's scenarios, params, policy and user (ManifestProblems);
-// a required row with no satisfying report; a required scenario that did
-// not pass in every report.
+// also on: a report without the required harness identity (module,
+// catalogue pair, clean revision); a report older than MaxReportAge; a
+// report that matches no required row; a report of a row that ran a
+// manifest the row does not pin, or that does not list the pinned
+// manifest's scenarios, params, policy and user (ManifestProblems); a
+// required row with no satisfying report; a report of a row in which one
+// of the row's scenarios was not run or did not pass (a failed one is
+// already named by the matrix line).
+//
+// Gate does not judge who signed: a policy's trust entries do that before
+// (VerifyTrusted).
 func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 	var out []string
 	for _, c := range m.Columns {
@@ -106,7 +113,7 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 	}
 	satisfied := make([]int, len(req.Rows))
 	for _, rep := range reports {
-		if why := req.Harness.Check(rep.Predicate.Harness); why != "" {
+		for _, why := range req.Harness.Check(rep.Predicate.Harness) {
 			out = append(out, fmt.Sprintf("report %s: %s", rep.Dir, why))
 		}
 		if age := time.Since(rep.Run.Timing.End); req.MaxReportAge > 0 && age > req.MaxReportAge {
@@ -130,6 +137,7 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 			} else {
 				out = append(out, fmt.Sprintf("report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", ")))
 			}
+			out = append(out, rowScenarios(rep, row)...)
 		}
 		if !matched {
 			out = append(out, fmt.Sprintf("report %s (%s) matches no required row", rep.Dir, t.Label()))
@@ -140,17 +148,27 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 			out = append(out, fmt.Sprintf("%s: no report with a pinned manifest", row))
 		}
 	}
-	for _, name := range req.Scenarios {
-		i := slices.Index(m.Scenarios, name)
-		for j, c := range m.Columns {
-			switch {
-			case i < 0:
-				out = append(out, fmt.Sprintf("%s: %s: not in any report", c.Key, name))
-			case m.Cells[i][j].Runs != len(c.Reports):
-				out = append(out, fmt.Sprintf("%s: %s: not run by %d of %d report(s)", c.Key, name, len(c.Reports)-m.Cells[i][j].Runs, len(c.Reports)))
-			case m.Cells[i][j].Kind != Failed && m.Cells[i][j].Passed != m.Cells[i][j].Runs:
-				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
+	return out
+}
+
+// rowScenarios returns a line for each of row's scenarios that rep did
+// not run or that did not pass in it, from the signed predicate; failed
+// ones are left to the matrix lines.
+func rowScenarios(rep *Signed, row Row) []string {
+	var out []string
+	for _, name := range row.Scenarios {
+		ran := false
+		for _, l := range rep.Predicate.Scenarios {
+			if l.Name != name {
+				continue
 			}
+			ran = true
+			if l.Verdict.Kind != Passed && l.Verdict.Kind != Failed {
+				out = append(out, fmt.Sprintf("report %s: %s: required scenario %s: %s", rep.Dir, row, name, l.Verdict))
+			}
+		}
+		if !ran {
+			out = append(out, fmt.Sprintf("report %s: %s: required scenario %s was not run", rep.Dir, row, name))
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,10 +18,15 @@ import (
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
 var harnessV2 = &evidence.Harness{Module: "github.com/qualbox/qualbox", Version: "(devel)", VCSRevision: "0123456789abcdef",
 	CatalogueVersion: 2, CatalogueSHA256: strings.Repeat("c", 64)}
+
+// harnessPin accepts exactly harnessV2's module and catalogue.
+var harnessPin = evidence.HarnessRequirement{Module: "github.com/qualbox/qualbox",
+	Catalogues: []evidence.Catalogue{{Version: 2, SHA256: strings.Repeat("c", 64)}}}
 
 // passedReport is a verified report in which every scenario passed, with
 // harness identity h, edited by edit.
@@ -60,11 +66,10 @@ func asLinuxX64(r *evidence.Run) {
 func TestGateRequirement(t *testing.T) {
 	req := &evidence.Requirement{
 		Rows: []evidence.Row{
-			{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}},
-			{Name: "lane-b", Profile: "linux-x64-cgroupv1", Engine: "2.0.", Manifests: []string{"bb"}},
+			{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}, Scenarios: []string{"admission", "isolation"}},
+			{Name: "lane-b", Profile: "linux-x64-cgroupv1", Engine: "2.0.", Manifests: []string{"bb"}, Scenarios: []string{"admission", "isolation"}},
 		},
-		Scenarios: []string{"admission", "isolation"},
-		Harness:   evidence.HarnessRequirement{MinimumCatalogueVersion: 2},
+		Harness: harnessPin,
 	}
 	gate := func(reports ...*evidence.Signed) []string {
 		return evidence.Gate(evidence.Merge(reports), reports, req)
@@ -81,24 +86,6 @@ func TestGateRequirement(t *testing.T) {
 	assert.Equal(t, len(v), 1, "%v", v)
 	assert.Check(t, is.Contains(v[0], "no harness identity in its signed statement"))
 
-	// An older catalogue is below the minimum.
-	v1 := *harnessV2
-	v1.CatalogueVersion = 1
-	v = gate(a, passedReport(t, &v1, laneB))
-	assert.Equal(t, len(v), 1, "%v", v)
-	assert.Check(t, is.Contains(v[0], "catalogue version 1 is below the required minimum 2"))
-
-	// Exact catalogue code and a clean revision can be pinned too.
-	pinned := *req
-	pinned.Harness = evidence.HarnessRequirement{MinimumCatalogueVersion: 2, CatalogueSHA256: []string{strings.Repeat("d", 64)}, CleanRevision: true}
-	dirty := *harnessV2
-	dirty.VCSModified = true
-	v = evidence.Gate(evidence.Merge([]*evidence.Signed{a}), []*evidence.Signed{a}, &pinned)
-	assert.Check(t, is.Contains(strings.Join(v, "\n"), "is not one of "+strings.Repeat("d", 64)))
-	clean := evidence.HarnessRequirement{MinimumCatalogueVersion: 2, CleanRevision: true}
-	assert.Check(t, is.Contains(clean.Check(&dirty), "a clean VCS revision is required"))
-	assert.Equal(t, clean.Check(harnessV2), "")
-
 	// A manifest the row does not pin (say, one that narrowed a scenario).
 	narrowed := passedReport(t, harnessV2, func(r *evidence.Run) { laneB(r); r.Manifest.SHA256 = "cc" })
 	v = gate(a, narrowed)
@@ -111,12 +98,58 @@ func TestGateRequirement(t *testing.T) {
 	assert.Equal(t, len(v), 1, "%v", v)
 	assert.Check(t, is.Contains(v[0], "matches no required row"))
 
-	// A required scenario that was skipped.
+	// A required scenario that was skipped, or not run at all.
 	skipped := passedReport(t, harnessV2, func(r *evidence.Run) {
 		laneB(r)
 		r.Scenarios[1] = evidence.ScenarioSummary{Index: 2, Name: "isolation", Dir: "02-isolation", Verdict: evidence.Verdict{Kind: evidence.NotApplicable, Reason: "no"}}
 	})
-	assert.DeepEqual(t, gate(a, skipped), []string{"T2: isolation: not_applicable (no)"})
+	assert.DeepEqual(t, gate(a, skipped), []string{"report " + skipped.Dir + ": row lane-b (profile linux-x64-cgroupv1, engine 2.0.): required scenario isolation: not_applicable (no)"})
+	dropped := passedReport(t, harnessV2, func(r *evidence.Run) { laneB(r); r.Scenarios = r.Scenarios[:1] })
+	assert.DeepEqual(t, gate(a, dropped), []string{"report " + dropped.Dir + ": row lane-b (profile linux-x64-cgroupv1, engine 2.0.): required scenario isolation was not run"})
+}
+
+// The harness pin is exact: a forger who holds a trusted key and claims a
+// newer catalogue, a listed version with other scenario code, a foreign
+// module, or (under cleanRevision) a dirty build or one without a VCS
+// revision, is refused with a message naming what is wrong.
+func TestGateHarnessPinIsExact(t *testing.T) {
+	row := evidence.Row{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}, Scenarios: []string{"admission"}}
+	clean := harnessPin
+	clean.CleanRevision = true
+	forged := func(edit func(h *evidence.Harness)) *evidence.Harness {
+		h := *harnessV2
+		edit(&h)
+		return &h
+	}
+	for _, tc := range []struct {
+		name    string
+		harness *evidence.Harness
+		pin     evidence.HarnessRequirement
+		want    string
+	}{
+		{"catalogue v99", forged(func(h *evidence.Harness) { h.CatalogueVersion = 99 }), harnessPin,
+			"catalogue version 99 is not an accepted catalogue (accepted: v2 sha256 " + strings.Repeat("c", 64) + ")"},
+		{"listed version, unknown digest", forged(func(h *evidence.Harness) { h.CatalogueSHA256 = strings.Repeat("e", 64) }), harnessPin,
+			"catalogue sha256 " + strings.Repeat("e", 64) + " is not an accepted digest of catalogue version 2"},
+		{"foreign module", forged(func(h *evidence.Harness) { h.Module = "example.com/fork" }), harnessPin,
+			`module "example.com/fork" is not the required "github.com/qualbox/qualbox"`},
+		{"dirty build", forged(func(h *evidence.Harness) { h.VCSModified = true }), clean,
+			"the build of VCS revision 0123456789abcdef has local modifications, and a clean VCS revision is required"},
+		{"no VCS revision", forged(func(h *evidence.Harness) { h.VCSRevision = "" }), clean,
+			"the build carries no VCS revision, and a clean VCS revision is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := passedReport(t, tc.harness, nil)
+			req := &evidence.Requirement{Rows: []evidence.Row{row}, Harness: tc.pin}
+			v := evidence.Gate(evidence.Merge([]*evidence.Signed{rep}), []*evidence.Signed{rep}, req)
+			assert.Equal(t, len(v), 1, "%v", v)
+			assert.Check(t, is.Contains(v[0], "report "+rep.Dir+": harness identity "))
+			assert.Check(t, is.Contains(v[0], tc.want))
+			// The honest build passes the same requirement.
+			honest := passedReport(t, harnessV2, nil)
+			assert.DeepEqual(t, evidence.Gate(evidence.Merge([]*evidence.Signed{honest}), []*evidence.Signed{honest}, req), []string(nil))
+		})
+	}
 }
 
 // resign re-signs dir after its files were edited, with the predicate of
@@ -223,8 +256,8 @@ func TestGateRefusesAFlakyCell(t *testing.T) {
 func TestGateRefusesAReportOlderThanMaxReportAge(t *testing.T) {
 	a := passedReport(t, harnessV2, nil)
 	req := &evidence.Requirement{
-		Rows:      []evidence.Row{{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}}},
-		Scenarios: []string{"admission"}, Harness: evidence.HarnessRequirement{MinimumCatalogueVersion: 2},
+		Rows:         []evidence.Row{{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}, Scenarios: []string{"admission"}}},
+		Harness:      harnessPin,
 		MaxReportAge: time.Hour,
 	}
 	reports := []*evidence.Signed{a}
@@ -234,4 +267,51 @@ func TestGateRefusesAReportOlderThanMaxReportAge(t *testing.T) {
 	assert.Check(t, is.Contains(v[0], "beyond the policy's maxReportAge 1h0m0s"))
 	req.MaxReportAge = 100 * 365 * 24 * time.Hour
 	assert.DeepEqual(t, evidence.Gate(evidence.Merge(reports), reports, req), []string(nil))
+}
+
+// A Desktop report that passes the seven scenarios its manifest runs
+// passes its row of the CI policy; the same report without one of them
+// (re-signed by its key holder) fails the row, naming the scenario.
+func TestDesktopRowRequiresItsManifestsScenarios(t *testing.T) {
+	p, err := evidence.LoadPolicy(filepath.Join("..", "..", ".github", "gate-policy.yaml"), scenario.Default())
+	assert.NilError(t, err)
+	var row evidence.Row
+	for _, r := range p.Requirement.Rows {
+		if r.Name == "desktop-native-arm64" {
+			row = r
+		}
+	}
+	assert.Equal(t, len(row.Scenarios), 7)
+	// This fixture is not a run of the pinned manifest (its params, policy
+	// and user differ); the manifest comparison has tests of its own.
+	row.Pinned = nil
+	req := &evidence.Requirement{Rows: []evidence.Row{row}, Harness: p.Requirement.Harness}
+	pin := p.Requirement.Harness.Catalogues[0]
+	desktop := func(drop string) *evidence.Signed {
+		h := &evidence.Harness{Module: "github.com/qualbox/qualbox", Version: "(devel)", VCSRevision: "0123456789abcdef",
+			CatalogueVersion: pin.Version, CatalogueSHA256: pin.SHA256}
+		return passedReport(t, h, func(r *evidence.Run) {
+			r.Profile, r.Controller.OS, r.Controller.Arch = row.Profile, "darwin", "arm64"
+			e := &r.Engine
+			e.OperatingSystem, e.CgroupVersion, e.CgroupDriver = "Docker Desktop", "2", "cgroupfs"
+			e.Arch, e.Architecture, e.APIVersion, e.MinAPIVersion = "arm64", "aarch64", "1.52", "1.24"
+			e.SecurityOptions = []string{"name=seccomp,profile=builtin", "name=cgroupns"}
+			r.Manifest.SHA256 = row.Manifests[0]
+			r.Scenarios = nil
+			for _, name := range row.Scenarios {
+				if name == drop {
+					continue
+				}
+				i := len(r.Scenarios) + 1
+				r.Scenarios = append(r.Scenarios, evidence.ScenarioSummary{Index: i, Name: name, Dir: fmt.Sprintf("%02d-%s", i, name),
+					Verdict: evidence.Verdict{Kind: evidence.Passed}, Checks: 1, Passed: 1})
+			}
+		})
+	}
+	gate := func(s *evidence.Signed) []string {
+		return evidence.Gate(evidence.Merge([]*evidence.Signed{s}), []*evidence.Signed{s}, req)
+	}
+	assert.DeepEqual(t, gate(desktop("")), []string(nil))
+	missing := desktop("datasets")
+	assert.DeepEqual(t, gate(missing), []string{"report " + missing.Dir + ": row desktop-native-arm64 (profile desktop-apple-virtualization-native-arm64, controller os darwin, controller arch arm64): required scenario datasets was not run"})
 }

@@ -16,10 +16,10 @@ import (
 //     from runtime/debug build info; empty revision when the build carried
 //     none (GOFLAGS=-buildvcs=false, a source tarball);
 //   - the scenario catalogue: CatalogueVersion, an integer the project bumps
-//     whenever a scenario's checks change meaning, so a gate can demand "at
-//     least N"; and CatalogueSHA256, a digest of the catalogue's Go sources
-//     embedded at build time, which needs no VCS and changes with any
-//     edit, so a gate can also pin exact catalogue code.
+//     whenever a scenario's checks change meaning, and CatalogueSHA256, a
+//     digest of the catalogue's Go sources embedded at build time, which
+//     needs no VCS and changes with any edit. A gate pins both as an exact
+//     pair (HarnessRequirement): both are claims of whoever signed.
 type Harness struct {
 	Module           string `json:"module"`
 	Version          string `json:"version"`
@@ -55,28 +55,57 @@ func short(s string) string {
 	return s
 }
 
-// HarnessRequirement is the minimum harness identity a gate accepts.
-type HarnessRequirement struct {
-	// MinimumCatalogueVersion is the lowest CatalogueVersion accepted (>= 1).
-	MinimumCatalogueVersion int `yaml:"minimumCatalogueVersion" json:"minimumCatalogueVersion"`
-	// CatalogueSHA256, when not empty, lists the only catalogue digests
-	// accepted (exact scenario code).
-	CatalogueSHA256 []string `yaml:"catalogueSha256,omitempty" json:"catalogueSha256,omitempty"`
-	// CleanRevision requires a VCS revision without local modifications.
-	CleanRevision bool `yaml:"cleanRevision,omitempty" json:"cleanRevision,omitempty"`
+// Catalogue is one scenario catalogue a gate accepts: an exact pair of
+// CatalogueVersion and CatalogueSHA256 (64 lowercase hex digits).
+type Catalogue struct {
+	Version int    `yaml:"version" json:"version"`
+	SHA256  string `yaml:"sha256" json:"sha256"`
 }
 
-// Check returns why h does not meet the requirement, or "".
-func (r HarnessRequirement) Check(h *Harness) string {
-	switch {
-	case h == nil:
-		return "no harness identity in its signed statement: it was made by a qualify build that did not record which scenario code ran, so the gate cannot tell it from a weaker, older catalogue"
-	case h.CatalogueVersion < r.MinimumCatalogueVersion:
-		return fmt.Sprintf("harness identity %s: catalogue version %d is below the required minimum %d", h, h.CatalogueVersion, r.MinimumCatalogueVersion)
-	case len(r.CatalogueSHA256) > 0 && !slices.Contains(r.CatalogueSHA256, h.CatalogueSHA256):
-		return fmt.Sprintf("harness identity %s: catalogue sha256 %s is not one of %s", h, h.CatalogueSHA256, strings.Join(r.CatalogueSHA256, ", "))
-	case r.CleanRevision && (h.VCSRevision == "" || h.VCSModified):
-		return fmt.Sprintf("harness identity %s: a clean VCS revision is required", h)
+func (c Catalogue) String() string { return fmt.Sprintf("v%d sha256 %s", c.Version, c.SHA256) }
+
+// HarnessRequirement is the exact harness identity a gate accepts
+// (docs/qualification.md#gate): not a minimum, since a higher version
+// number or any digest is only a claim of the signer.
+type HarnessRequirement struct {
+	// Module is the required main module path, e.g. "github.com/qualbox/qualbox".
+	Module string `yaml:"module" json:"module"`
+	// Catalogues are the only accepted (version, sha256) pairs; a
+	// report's pair must equal one of them.
+	Catalogues []Catalogue `yaml:"catalogues" json:"catalogues"`
+	// CleanRevision requires a VCS revision without local modifications.
+	CleanRevision bool `yaml:"cleanRevision" json:"cleanRevision"`
+}
+
+// Check returns every way h does not meet the requirement, nil when it
+// meets it. Each line names the harness identity and what is wrong.
+func (r HarnessRequirement) Check(h *Harness) []string {
+	if h == nil {
+		return []string{"no harness identity in its signed statement: it was made by a qualify build that did not record which scenario code ran, so the gate cannot tell it from a weaker, older catalogue"}
 	}
-	return ""
+	var out []string
+	if h.Module != r.Module {
+		out = append(out, fmt.Sprintf("harness identity %s: module %q is not the required %q", h, h.Module, r.Module))
+	}
+	got := Catalogue{Version: h.CatalogueVersion, SHA256: h.CatalogueSHA256}
+	if !slices.Contains(r.Catalogues, got) {
+		accepted := make([]string, len(r.Catalogues))
+		for i, c := range r.Catalogues {
+			accepted[i] = c.String()
+		}
+		if slices.ContainsFunc(r.Catalogues, func(c Catalogue) bool { return c.Version == got.Version }) {
+			out = append(out, fmt.Sprintf("harness identity %s: catalogue sha256 %s is not an accepted digest of catalogue version %d (accepted: %s)", h, got.SHA256, got.Version, strings.Join(accepted, ", ")))
+		} else {
+			out = append(out, fmt.Sprintf("harness identity %s: catalogue version %d is not an accepted catalogue (accepted: %s)", h, got.Version, strings.Join(accepted, ", ")))
+		}
+	}
+	if r.CleanRevision {
+		switch {
+		case h.VCSRevision == "":
+			out = append(out, fmt.Sprintf("harness identity %s: the build carries no VCS revision, and a clean VCS revision is required", h))
+		case h.VCSModified:
+			out = append(out, fmt.Sprintf("harness identity %s: the build of VCS revision %s has local modifications, and a clean VCS revision is required", h, h.VCSRevision))
+		}
+	}
+	return out
 }

@@ -20,28 +20,47 @@ import (
 )
 
 // PolicySchema identifies the gate policy file layout.
-const PolicySchema = "qualbox.gate-policy.v1"
+const PolicySchema = "qualbox.gate-policy.v2"
 
 // MaxPolicyBytes bounds a gate policy file.
 const MaxPolicyBytes = 1 << 20
 
-// Policy is a release gate policy file (YAML, strict): the trusted keys,
-// the minimum harness identity, the required rows with their pinned
-// manifests, and the scenarios that must pass (docs/qualification.md#gate).
-// reports/gate-policy.yaml is an example.
+// Policy is a release gate policy file (YAML, strict): the trusted keys
+// with the rows each may sign for and its validity window, the exact
+// harness identity, and the required rows with their pinned manifests and
+// required scenarios (docs/qualification.md#gate). reports/gate-policy.yaml
+// is an example.
 type Policy struct {
-	Schema string `yaml:"schema"`
-	// Keys are PEM PKIX ed25519 public key files, absolute or relative to
-	// the policy file's directory; a report must verify against one of them.
-	Keys    []string           `yaml:"keys"`
-	Harness HarnessRequirement `yaml:"harness"`
-	Rows    []PolicyRow        `yaml:"rows"`
-	// Scenarios must pass in every report.
-	Scenarios []string `yaml:"scenarios"`
+	Schema  string        `yaml:"schema"`
+	Trust   []PolicyTrust `yaml:"trust"`
+	Harness PolicyHarness `yaml:"harness"`
+	Rows    []PolicyRow   `yaml:"rows"`
 	// MaxReportAge, when set (a Go duration such as "720h"), is the
 	// oldest a report may be: the gate refuses one whose run ended longer
 	// ago than this before the gate ran. Zero (absent) sets no limit.
 	MaxReportAge time.Duration `yaml:"maxReportAge,omitempty"`
+}
+
+// PolicyTrust is one trust entry of a policy file (TrustEntry once
+// loaded).
+type PolicyTrust struct {
+	// Key is a PEM PKIX ed25519 public key file, absolute or relative to
+	// the policy file's directory.
+	Key string `yaml:"key"`
+	// Rows are names of this policy's rows the key may sign reports for.
+	Rows []string `yaml:"rows"`
+	// NotBefore and NotAfter are RFC 3339 times (with a zone offset)
+	// bounding, inclusively, the signed start and end of a report.
+	NotBefore string `yaml:"notBefore"`
+	NotAfter  string `yaml:"notAfter"`
+}
+
+// PolicyHarness is the harness part of a policy file (HarnessRequirement
+// once loaded); every field is required, cleanRevision too.
+type PolicyHarness struct {
+	Module        string      `yaml:"module"`
+	Catalogues    []Catalogue `yaml:"catalogues"`
+	CleanRevision *bool       `yaml:"cleanRevision"`
 }
 
 // PolicyRow is a Row with the manifest files it pins, relative to the
@@ -51,20 +70,25 @@ type PolicyRow struct {
 	Manifests []string `yaml:"manifests"`
 }
 
-// LoadedPolicy is a validated policy with paths resolved and manifests
-// digested.
+// LoadedPolicy is a validated policy with paths resolved, keys loaded and
+// manifests digested.
 type LoadedPolicy struct {
 	Path        string
-	KeyFiles    []string
+	Trust       []TrustEntry
 	Requirement Requirement
 }
 
 // LoadPolicy reads and validates a gate policy file: at most
-// MaxPolicyBytes, known fields only, no duplicate keys, every field
-// present, known profiles, unique row names, pinned manifests that parse
-// (manifest.Parse with v, which knows the scenario catalogue; each row
-// keeps the parsed manifest beside its digest), a maxReportAge that is not
-// negative. Errors name the file and the field.
+// MaxPolicyBytes, schema PolicySchema (an older schema is refused, saying
+// what changed), known fields only, no duplicate keys, every field
+// present; trust entries with a loadable key (each key once), rows of
+// this policy and notBefore before notAfter; a harness module and exact
+// catalogue pairs (64 lowercase hex digits); known profiles, unique row
+// names, pinned manifests that parse (manifest.Parse with v, which knows
+// the scenario catalogue; each row keeps the parsed manifest beside its
+// digest), required scenarios, every row signable by some trust entry,
+// and a maxReportAge that is not negative. Errors name the file and the
+// field.
 func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 	fail := func(format string, args ...any) (*LoadedPolicy, error) {
 		return nil, fmt.Errorf("gate policy %s: %s", path, fmt.Sprintf(format, args...))
@@ -72,6 +96,21 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 	data, err := readRegular(path, MaxPolicyBytes)
 	if err != nil {
 		return fail("%v", err)
+	}
+	// The schema first, so that an older layout is named as such rather
+	// than as its first unknown field.
+	var head struct {
+		Schema string `yaml:"schema"`
+	}
+	if err := yaml.Unmarshal(data, &head); err != nil {
+		return fail("%v", err)
+	}
+	switch head.Schema {
+	case PolicySchema:
+	case "qualbox.gate-policy.v1":
+		return fail("schema %q is no longer accepted: %s replaces keys with trust entries (key, rows, notBefore, notAfter), the catalogue minimum with exact harness pins (module, catalogues, cleanRevision) and the top-level scenarios with each row's scenarios (docs/qualification.md#gate)", head.Schema, PolicySchema)
+	default:
+		return fail("schema %q: want %q", head.Schema, PolicySchema)
 	}
 	var p Policy
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -84,29 +123,33 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 		return fail("more than one YAML document")
 	}
 	switch {
-	case p.Schema != PolicySchema:
-		return fail("schema %q: want %q", p.Schema, PolicySchema)
-	case len(p.Keys) == 0:
-		return fail("keys: at least one trusted public key file is required")
-	case p.Harness.MinimumCatalogueVersion < 1:
-		return fail("harness.minimumCatalogueVersion: want >= 1, got %d", p.Harness.MinimumCatalogueVersion)
+	case len(p.Trust) == 0:
+		return fail("trust: at least one trusted key entry is required")
+	case p.Harness.Module == "":
+		return fail("harness.module is required (the main module path, e.g. github.com/qualbox/qualbox)")
+	case len(p.Harness.Catalogues) == 0:
+		return fail("harness.catalogues: at least one accepted (version, sha256) pair is required")
+	case p.Harness.CleanRevision == nil:
+		return fail("harness.cleanRevision is required (true or false)")
 	case len(p.Rows) == 0:
 		return fail("rows: at least one required row is needed")
-	case len(p.Scenarios) == 0:
-		return fail("scenarios: at least one required scenario is needed")
 	case p.MaxReportAge < 0:
 		return fail("maxReportAge %s: want a positive duration, or none", p.MaxReportAge)
 	}
-	for i, d := range p.Harness.CatalogueSHA256 {
-		if !isHex64(d) {
-			return fail("harness.catalogueSha256[%d] %q: want 64 lowercase hex digits", i, d)
+	for i, c := range p.Harness.Catalogues {
+		switch {
+		case c.Version < 1:
+			return fail("harness.catalogues[%d].version: want >= 1, got %d", i, c.Version)
+		case !isHex64(c.SHA256):
+			return fail("harness.catalogues[%d].sha256 %q: want 64 lowercase hex digits", i, c.SHA256)
+		case slices.Contains(p.Harness.Catalogues[:i], c):
+			return fail("harness.catalogues[%d] (%s) is listed twice", i, c)
 		}
 	}
 	base := filepath.Dir(path)
-	lp := &LoadedPolicy{Path: path, Requirement: Requirement{Scenarios: p.Scenarios, Harness: p.Harness, MaxReportAge: p.MaxReportAge}}
-	for _, k := range p.Keys {
-		lp.KeyFiles = append(lp.KeyFiles, relativeTo(base, k))
-	}
+	lp := &LoadedPolicy{Path: path, Requirement: Requirement{Harness: HarnessRequirement{
+		Module: p.Harness.Module, Catalogues: p.Harness.Catalogues, CleanRevision: *p.Harness.CleanRevision},
+		MaxReportAge: p.MaxReportAge}}
 	known := profiles.Names()
 	seen := map[string]bool{}
 	for i, r := range p.Rows {
@@ -119,6 +162,16 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 			return fail("rows[%d] (%s).profile %q: want one of %v", i, r.Name, r.Profile, known)
 		case len(r.Manifests) == 0:
 			return fail("rows[%d] (%s).manifests: at least one pinned manifest is required", i, r.Name)
+		case len(r.Scenarios) == 0:
+			return fail("rows[%d] (%s).scenarios: at least one required scenario is needed", i, r.Name)
+		}
+		for k, name := range r.Scenarios {
+			switch {
+			case name == "":
+				return fail("rows[%d] (%s).scenarios[%d] is empty", i, r.Name, k)
+			case slices.Contains(r.Scenarios[:k], name):
+				return fail("rows[%d] (%s).scenarios[%d] %q is listed twice", i, r.Name, k, name)
+			}
 		}
 		seen[r.Name] = true
 		row := r.Row
@@ -136,6 +189,53 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 			row.Pinned = append(row.Pinned, parsed)
 		}
 		lp.Requirement.Rows = append(lp.Requirement.Rows, row)
+	}
+	signable := map[string]bool{}
+	for i, t := range p.Trust {
+		if t.Key == "" {
+			return fail("trust[%d].key is required", i)
+		}
+		e := TrustEntry{KeyFile: relativeTo(base, t.Key), Rows: t.Rows}
+		key, err := attest.LoadPublicKey(e.KeyFile)
+		if err != nil {
+			return fail("trust[%d].key: %v", i, err)
+		}
+		e.Key, e.KeyID = key, attest.KeyID(key)
+		if k := slices.IndexFunc(lp.Trust, func(o TrustEntry) bool { return o.KeyID == e.KeyID }); k >= 0 {
+			return fail("trust[%d].key %s: key ID %s is already trusted by trust[%d]; list all its rows in one entry", i, t.Key, e.KeyID, k)
+		}
+		if len(t.Rows) == 0 {
+			return fail("trust[%d] (%s).rows: at least one row the key may sign for is required", i, t.Key)
+		}
+		for k, name := range t.Rows {
+			switch {
+			case !seen[name]:
+				return fail("trust[%d] (%s).rows[%d] %q is not a row of this policy", i, t.Key, k, name)
+			case slices.Contains(t.Rows[:k], name):
+				return fail("trust[%d] (%s).rows[%d] %q is listed twice", i, t.Key, k, name)
+			}
+			signable[name] = true
+		}
+		for _, f := range []struct {
+			name, value string
+			to          *time.Time
+		}{{"notBefore", t.NotBefore, &e.NotBefore}, {"notAfter", t.NotAfter, &e.NotAfter}} {
+			if f.value == "" {
+				return fail("trust[%d] (%s).%s is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)", i, t.Key, f.name)
+			}
+			if *f.to, err = time.Parse(time.RFC3339, f.value); err != nil {
+				return fail("trust[%d] (%s).%s %q: want an RFC 3339 time, e.g. 2026-12-01T00:00:00Z", i, t.Key, f.name, f.value)
+			}
+		}
+		if !e.NotBefore.Before(e.NotAfter) {
+			return fail("trust[%d] (%s): notBefore %s is not before notAfter %s", i, t.Key, t.NotBefore, t.NotAfter)
+		}
+		lp.Trust = append(lp.Trust, e)
+	}
+	for i, r := range p.Rows {
+		if !signable[r.Name] {
+			return fail("rows[%d] (%s): no trust entry may sign for it, so no report can meet it", i, r.Name)
+		}
 	}
 	return lp, nil
 }

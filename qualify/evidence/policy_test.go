@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 
+	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
@@ -16,24 +18,54 @@ func TestExamplePolicyLoads(t *testing.T) {
 	p, err := evidence.LoadPolicy(filepath.Join("..", "..", "reports", "gate-policy.yaml"), scenario.Default())
 	assert.NilError(t, err)
 	assert.Equal(t, len(p.Requirement.Rows), 3)
-	assert.Equal(t, p.Requirement.Harness.MinimumCatalogueVersion, 3)
+	assert.DeepEqual(t, p.Requirement.Harness, evidence.HarnessRequirement{Module: "github.com/qualbox/qualbox",
+		Catalogues: []evidence.Catalogue{{Version: 3, SHA256: "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6"}}, CleanRevision: true})
 	assert.Equal(t, len(p.Requirement.Rows[0].Manifests), 1)
 	want, err := evidence.FileSHA256(filepath.Join("..", "..", "manifests", "linux-x64-cgroupv1.yaml"))
 	assert.NilError(t, err)
 	assert.Equal(t, p.Requirement.Rows[0].Manifests[0], want)
-	assert.Equal(t, filepath.Base(p.KeyFiles[0]), "qualbox-ed25519-2026-12-01.pub")
-	assert.Equal(t, len(p.Requirement.Scenarios), 16)
+	assert.Equal(t, len(p.Requirement.Rows[0].Scenarios), 16)
+	assert.Equal(t, len(p.Requirement.Rows[1].Scenarios), 17)
+	assert.Equal(t, len(p.Trust), 2)
+	assert.Equal(t, filepath.Base(p.Trust[1].KeyFile), "qualbox-ed25519-2026-12-01.pub")
+	assert.DeepEqual(t, p.Trust[1].Rows, []string{"lane-a", "lane-b", "lane-c"})
+	assert.Equal(t, p.Trust[1].NotBefore, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	assert.Equal(t, p.Trust[1].NotAfter, time.Date(2026, 12, 1, 23, 59, 59, 0, time.UTC))
+	assert.Equal(t, p.Trust[1].KeyID, attest.KeyID(p.Trust[1].Key))
 }
 
-const goodPolicy = `schema: qualbox.gate-policy.v1
-keys: [k.pub]
+// The CI policy parses too, and its Desktop rows require exactly the
+// scenarios their manifests run.
+func TestCIPolicyLoads(t *testing.T) {
+	p, err := evidence.LoadPolicy(filepath.Join("..", "..", ".github", "gate-policy.yaml"), scenario.Default())
+	assert.NilError(t, err)
+	assert.Assert(t, p.Requirement.Harness.CleanRevision)
+	desktop := []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission"}
+	n := 0
+	for _, r := range p.Requirement.Rows {
+		if strings.HasPrefix(r.Name, "desktop-") {
+			assert.DeepEqual(t, r.Scenarios, desktop)
+			n++
+		}
+	}
+	assert.Equal(t, n, 2)
+}
+
+const goodPolicy = `schema: qualbox.gate-policy.v2
+trust:
+  - key: k.pub
+    rows: [lane-a]
+    notBefore: 2026-12-01T00:00:00Z
+    notAfter: 2026-12-01T23:59:59Z
 harness:
-  minimumCatalogueVersion: 2
+  module: github.com/qualbox/qualbox
+  catalogues: [{version: 3, sha256: ` + "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6" + `}]
+  cleanRevision: true
 rows:
   - name: lane-a
     profile: linux-x64-cgroupv1
     manifests: [m.yaml]
-scenarios: [admission]
+    scenarios: [admission]
 `
 
 func TestPolicyIsStrict(t *testing.T) {
@@ -42,6 +74,10 @@ func TestPolicyIsStrict(t *testing.T) {
 	assert.NilError(t, err)
 	assert.NilError(t, os.WriteFile(filepath.Join(dir, "m.yaml"), pinned, 0o644))
 	assert.NilError(t, os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("profile: x\n"), 0o644))
+	keys := filepath.Join(dir, "keys")
+	_, pubPath, err := attest.GenerateKey(keys)
+	assert.NilError(t, err)
+	assert.NilError(t, os.Rename(pubPath, filepath.Join(dir, "k.pub")))
 	load := func(text string) error {
 		p := filepath.Join(dir, "policy.yaml")
 		assert.NilError(t, os.WriteFile(p, []byte(text), 0o644))
@@ -52,23 +88,38 @@ func TestPolicyIsStrict(t *testing.T) {
 	assert.NilError(t, load(goodPolicy+"maxReportAge: 720h\n"))
 	abs := strings.Replace(goodPolicy, "[m.yaml]", "["+filepath.Join(dir, "m.yaml")+"]", 1)
 	assert.NilError(t, load(abs), "an absolute manifest path")
+	r := strings.NewReplacer
 	for want, text := range map[string]string{
-		"field typo not found":                           strings.Replace(goodPolicy, "scenarios:", "scenarios: [x]\ntypo:", 1),
-		`mapping key "keys" already defined`:             goodPolicy + "keys: [other.pub]\n",
-		"harness.minimumCatalogueVersion":                strings.Replace(goodPolicy, "minimumCatalogueVersion: 2", "minimumCatalogueVersion: 0", 1),
-		`profile "linux-arm"`:                            strings.Replace(goodPolicy, "profile: linux-x64-cgroupv1", "profile: linux-arm", 1),
-		"rows[0] (lane-a).manifests":                     strings.Replace(goodPolicy, "[m.yaml]", "[missing.yaml]", 1),
-		"at least one pinned manifest":                   strings.Replace(goodPolicy, "[m.yaml]", "[]", 1),
-		"rows: at least one required row":                strings.Replace(goodPolicy, "rows:\n  - name: lane-a\n    profile: linux-x64-cgroupv1\n    manifests: [m.yaml]\n", "rows: []\n", 1),
-		`rows[1].name "lane-a" is used twice`:            strings.Replace(goodPolicy, "scenarios:", "  - name: lane-a\n    profile: linux-x64\n    manifests: [m.yaml]\nscenarios:", 1),
-		"keys: at least one":                             strings.Replace(goodPolicy, "keys: [k.pub]", "keys: []", 1),
-		"more than one YAML document":                    goodPolicy + "---\nschema: x\n",
-		`schema "qualbox.gate-policy.v0"`:                strings.Replace(goodPolicy, "v1", "v0", 1),
-		"catalogueSha256[0]":                             strings.Replace(goodPolicy, "minimumCatalogueVersion: 2", "minimumCatalogueVersion: 2\n  catalogueSha256: [abc]", 1),
-		"scenarios: at least one required":               strings.Replace(goodPolicy, "[admission]", "[]", 1),
-		`rows[0] (lane-a).manifests[0]: `:                strings.Replace(goodPolicy, "[m.yaml]", "[bad.yaml]", 1),
-		"unknown profile":                                strings.Replace(goodPolicy, "[m.yaml]", "[bad.yaml]", 1),
-		"maxReportAge -1h0m0s: want a positive duration": goodPolicy + "maxReportAge: -1h\n",
+		"field typo not found":                strings.Replace(goodPolicy, "rows:\n", "typo: 1\nrows:\n", 1),
+		`mapping key "trust" already defined`: goodPolicy + "trust: []\n",
+		`profile "linux-arm"`:                 strings.Replace(goodPolicy, "profile: linux-x64-cgroupv1", "profile: linux-arm", 1),
+		"rows[0] (lane-a).manifests":          strings.Replace(goodPolicy, "[m.yaml]", "[missing.yaml]", 1),
+		"at least one pinned manifest":        strings.Replace(goodPolicy, "[m.yaml]", "[]", 1),
+		"rows: at least one required row":     r("rows:\n  - name: lane-a\n    profile: linux-x64-cgroupv1\n    manifests: [m.yaml]\n    scenarios: [admission]\n", "rows: []\n").Replace(goodPolicy),
+		`rows[1].name "lane-a" is used twice`: goodPolicy + "  - {name: lane-a, profile: linux-x64, manifests: [m.yaml], scenarios: [admission]}\n",
+		"more than one YAML document":         goodPolicy + "---\nschema: x\n",
+		`schema "qualbox.gate-policy.v0"`:     strings.Replace(goodPolicy, "v2", "v0", 1),
+		// A v1 file is named as such, not as its first unknown field.
+		`schema "qualbox.gate-policy.v1" is no longer accepted: qualbox.gate-policy.v2 replaces keys with trust entries`: "schema: qualbox.gate-policy.v1\nkeys: [k.pub]\nharness: {minimumCatalogueVersion: 3}\nscenarios: [admission]\n",
+		"rows[0] (lane-a).scenarios: at least one required scenario":                                                     strings.Replace(goodPolicy, "[admission]", "[]", 1),
+		`rows[0] (lane-a).scenarios[1] "admission" is listed twice`:                                                      strings.Replace(goodPolicy, "[admission]", "[admission, admission]", 1),
+		"trust: at least one trusted key entry":                                                                          r("trust:\n  - key: k.pub\n    rows: [lane-a]\n    notBefore: 2026-12-01T00:00:00Z\n    notAfter: 2026-12-01T23:59:59Z\n", "trust: []\n").Replace(goodPolicy),
+		"trust[0].key: ":                                                                                                 strings.Replace(goodPolicy, "key: k.pub", "key: missing.pub", 1),
+		`trust[0] (k.pub).rows[0] "lane-z" is not a row of this policy`:                                                  strings.Replace(goodPolicy, "rows: [lane-a]", "rows: [lane-z]", 1),
+		"trust[0] (k.pub).rows: at least one row":                                                                        strings.Replace(goodPolicy, "rows: [lane-a]", "rows: []", 1),
+		`trust[0] (k.pub).notAfter "2026-12-01": want an RFC 3339 time`:                                                  strings.Replace(goodPolicy, "notAfter: 2026-12-01T23:59:59Z", "notAfter: 2026-12-01", 1),
+		"trust[0] (k.pub).notBefore is required":                                                                         strings.Replace(goodPolicy, "    notBefore: 2026-12-01T00:00:00Z\n", "", 1),
+		"trust[0] (k.pub): notBefore 2026-12-02T00:00:00Z is not before notAfter 2026-12-01T23:59:59Z":                   strings.Replace(goodPolicy, "notBefore: 2026-12-01T00:00:00Z", "notBefore: 2026-12-02T00:00:00Z", 1),
+		"trust[1].key k.pub: key ID ":                                                                                    goodPolicy[:strings.Index(goodPolicy, "harness:")] + "  - {key: k.pub, rows: [lane-a], notBefore: 2026-12-01T00:00:00Z, notAfter: 2026-12-02T00:00:00Z}\n" + goodPolicy[strings.Index(goodPolicy, "harness:"):],
+		"rows[1] (lane-b): no trust entry may sign for it":                                                               goodPolicy + "  - {name: lane-b, profile: linux-x64, manifests: [m.yaml], scenarios: [admission]}\n",
+		"harness.module is required":                                                                                     strings.Replace(goodPolicy, "  module: github.com/qualbox/qualbox\n", "", 1),
+		"harness.catalogues: at least one":                                                                               strings.Replace(goodPolicy, "[{version: 3, sha256: d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6}]", "[]", 1),
+		`harness.catalogues[0].sha256 "abc": want 64 lowercase`:                                                          strings.Replace(goodPolicy, "sha256: d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6", "sha256: abc", 1),
+		"harness.catalogues[0].version: want >= 1":                                                                       strings.Replace(goodPolicy, "version: 3", "version: 0", 1),
+		"harness.cleanRevision is required":                                                                              strings.Replace(goodPolicy, "  cleanRevision: true\n", "", 1),
+		`rows[0] (lane-a).manifests[0]: `:                                                                                strings.Replace(goodPolicy, "[m.yaml]", "[bad.yaml]", 1),
+		"unknown profile":                                                                                                strings.Replace(goodPolicy, "[m.yaml]", "[bad.yaml]", 1),
+		"maxReportAge -1h0m0s: want a positive duration":                                                                 goodPolicy + "maxReportAge: -1h\n",
 	} {
 		err := load(text)
 		assert.ErrorContains(t, err, want)

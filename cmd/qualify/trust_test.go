@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/scenario"
+)
+
+const committedPolicy = "../../reports/gate-policy.yaml"
+
+func keyID(t *testing.T, pub string) string {
+	t.Helper()
+	k, err := attest.LoadPublicKey(pub)
+	assert.NilError(t, err)
+	return attest.KeyID(k)
+}
+
+// The forger runs his own report, signs it with his own key and uploads
+// the public key beside it, as the CI gate job used to pass with --key.
+// With --policy, --key only narrows: his key is a usage error naming it,
+// and without it his report is refused for want of a trusted signature.
+func TestMergePolicyKeyNeverWidensTrust(t *testing.T) {
+	dir := t.TempDir()
+	manifestPath, report, forger := signedRun(t, dir, true)
+	_, lane, err := attest.GenerateKey(filepath.Join(dir, "lane"))
+	assert.NilError(t, err)
+	policy := hermeticPolicy(t, dir, "policy.yaml", manifestPath, false, scenario.CatalogueVersion, trustLine(t, dir, lane, "hermetic"))
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", "--policy", policy, "--key", forger, report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage, stderr.String())
+	assert.Check(t, is.Contains(stderr.String(), "--key "+forger+": key ID "+keyID(t, forger)+" is not trusted by gate policy "+policy))
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", policy, report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed)
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: "+report+": refused by the policy's trust: no signature by a key the policy trusts"))
+
+	for _, args := range [][]string{{"merge", "--policy", policy, report}, {"merge", "--policy", policy, "--key", lane, report}, {"verify", "--policy", policy, report}} {
+		stdout.Reset()
+		stderr.Reset()
+		code = run(context.Background(), args, &stdout, &stderr)
+		assert.Equal(t, code, exitcode.Failed, "%v: %s", args, stderr.String())
+		assert.Check(t, is.Contains(stderr.String(), "no signature by a key the policy trusts (trusted key IDs: "+keyID(t, lane)+")"), "%v", args)
+	}
+
+	// Narrowing does take a trusted key away: a policy trusting both keys
+	// passes the report, and --key lane leaves only lane's entry.
+	both := hermeticPolicy(t, dir, "both.yaml", manifestPath, false, scenario.CatalogueVersion,
+		trustLine(t, dir, lane, "hermetic"), trustLine(t, dir, forger, "hermetic"))
+	stderr.Reset()
+	assert.Equal(t, run(context.Background(), []string{"merge", "--policy", both, report}, &stdout, &stderr), exitcode.OK, stderr.String())
+	assert.Equal(t, run(context.Background(), []string{"merge", "--policy", both, "--key", lane, report}, &stdout, &stderr), exitcode.Failed)
+	assert.Check(t, is.Contains(stderr.String(), "no signature by a key the policy trusts"))
+}
+
+// A key trusted for one row signs a report of another row: refused,
+// naming the key ID and the row.
+func TestVerifyPolicyRefusesAKeyNotBoundToTheRow(t *testing.T) {
+	dir := t.TempDir()
+	manifestPath, report, pub := signedRun(t, dir, true)
+	policy := hermeticPolicy(t, dir, "policy.yaml", manifestPath, true, scenario.CatalogueVersion,
+		trustLine(t, dir, pub, "other"), trustLine(t, dir, filepath.Join(dir, "spare.pub"), "hermetic"))
+	_, spare, err := attest.GenerateKey(filepath.Join(dir, "spare"))
+	assert.NilError(t, err)
+	assert.NilError(t, os.Rename(spare, filepath.Join(dir, "spare.pub")))
+	var stdout, stderr bytes.Buffer
+	for _, cmd := range []string{"verify", "merge"} {
+		stderr.Reset()
+		code := run(context.Background(), []string{cmd, "--policy", policy, report}, &stdout, &stderr)
+		assert.Equal(t, code, exitcode.Failed, stderr.String())
+		assert.Check(t, is.Contains(stderr.String(), "signed by key "+keyID(t, pub)+" ("+pub+"), which is bound to rows other, not to row hermetic that its tuple matches"), cmd)
+	}
+}
+
+// layout copies the committed policy, its keys and the manifests into a
+// fresh directory with the repository's layout and returns the policy
+// there; the committed reports stay where they are.
+func layout(t *testing.T) (root, policy string) {
+	t.Helper()
+	root = t.TempDir()
+	assert.NilError(t, os.CopyFS(filepath.Join(root, "reports", "keys"), os.DirFS("../../reports/keys")))
+	assert.NilError(t, os.CopyFS(filepath.Join(root, "manifests"), os.DirFS("../../manifests")))
+	data, err := os.ReadFile(committedPolicy)
+	assert.NilError(t, err)
+	policy = filepath.Join(root, "reports", "gate-policy.yaml")
+	assert.NilError(t, os.WriteFile(policy, data, 0o644))
+	return root, policy
+}
+
+func editFile(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	assert.Assert(t, bytes.Contains(data, []byte(old)), "%s has no %q", path, old)
+	assert.NilError(t, os.WriteFile(path, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644))
+}
+
+// Every committed report verifies under the committed policy's trust,
+// each by the key bound to its row for its day.
+func TestVerifyCommittedReportsUnderThePolicy(t *testing.T) {
+	dirs, err := filepath.Glob("../../reports/linux-*/*/evidence.dsse.json")
+	assert.NilError(t, err)
+	assert.Assert(t, len(dirs) >= 9)
+	for i := range dirs {
+		dirs[i] = filepath.Dir(dirs[i])
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"verify", "--policy", committedPolicy}, dirs...), &stdout, &stderr)
+	assert.Equal(t, code, exitcode.OK, "%s%s", stdout.String(), stderr.String())
+	assert.Equal(t, strings.Count(stdout.String(), ": OK: "), len(dirs))
+	assert.Check(t, is.Contains(stdout.String(), "reports/linux-x64/20261201T082451Z: OK: 57 subjects verified"))
+	assert.Check(t, is.Contains(stdout.String(), "signed by key "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub")))
+}
+
+// `make verify` trusts reports/gate-policy.yaml, not whatever lies in
+// reports/keys: a key planted there beside a report it signed verifies
+// nothing, though the old glob of reports/keys/*.pub accepted it.
+func TestVerifyPolicyRefusesAPlantedKey(t *testing.T) {
+	root, policy := layout(t)
+	_, report, planted := signedRun(t, t.TempDir(), true)
+	// signedRun's synthetic catalogue cannot parse the committed manifests.
+	useGateScenarios(t, scenario.Default())
+	plantedKey := filepath.Join(root, "reports", "keys", "qualbox-ed25519-2026-12-02.pub")
+	data, err := os.ReadFile(planted)
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(plantedKey, data, 0o644))
+	plantedReport := filepath.Join(root, "reports", "linux-x64-cgroupv1", "20261202T000000Z")
+	assert.NilError(t, os.CopyFS(plantedReport, os.DirFS(report)))
+
+	var stdout, stderr bytes.Buffer
+	old := []string{"verify"}
+	keys, err := filepath.Glob(filepath.Join(root, "reports", "keys", "*.pub"))
+	assert.NilError(t, err)
+	for _, k := range keys {
+		old = append(old, "--key", k)
+	}
+	assert.Equal(t, run(context.Background(), append(old, plantedReport), &stdout, &stderr), exitcode.OK, "the glob trusted the planted key: %s", stderr.String())
+
+	stdout.Reset()
+	code := run(context.Background(), []string{"verify", "--policy", policy, plantedReport}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed, stderr.String())
+	assert.Check(t, is.Contains(stderr.String(), plantedReport+": FAILED"))
+	assert.Check(t, is.Contains(stderr.String(), "  evidence.dsse.json: no signature by a key the policy trusts (trusted key IDs: "+
+		keyID(t, "../../reports/keys/qualbox-ed25519.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub")+")"))
+	assert.Check(t, is.Equal(stdout.String(), ""))
+
+	// make verify runs exactly that.
+	mk, err := os.ReadFile("../../Makefile")
+	assert.NilError(t, err)
+	i := bytes.Index(mk, []byte("\nverify:\n"))
+	assert.Assert(t, i >= 0)
+	recipe := string(mk[i : i+bytes.IndexByte(mk[i+9:], '\n')+9])
+	assert.Check(t, is.Contains(recipe, "verify --policy reports/gate-policy.yaml"))
+	assert.Check(t, !strings.Contains(recipe, "--key"), recipe)
+}
+
+// The committed keys are bound to their rows and days: narrow a key's
+// rows or move its window in a copy of the policy and the committed
+// reports it covered are refused, naming the key and the row or window.
+func TestCommittedKeysAreBoundToRowsAndDays(t *testing.T) {
+	_, policy := layout(t)
+	// (lane-c goes to the older key, so that every row stays signable.)
+	editFile(t, policy, "rows: [lane-a, lane-b]", "rows: [lane-a, lane-b, lane-c]")
+	editFile(t, policy, "rows: [lane-a, lane-b, lane-c]\n    notBefore: 2026-12-01", "rows: [lane-a, lane-b]\n    notBefore: 2026-12-01")
+	editFile(t, policy, "notBefore: 2026-11-29T00:00:00Z\n    notAfter: 2026-11-29T23:59:59Z", "notBefore: 2026-11-29T11:00:00Z\n    notAfter: 2026-11-29T23:59:59Z")
+	newKey, oldKey := keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub"), keyID(t, "../../reports/keys/qualbox-ed25519.pub")
+	for dir, want := range map[string]string{
+		"../../reports/linux-x64/20261201T082451Z": "signed by key " + newKey + " (" + filepath.Join(filepath.Dir(policy), "keys", "qualbox-ed25519-2026-12-01.pub") + "), which is bound to rows lane-a, lane-b, not to row lane-c that its tuple matches",
+		"../../reports/linux-x64-cgroupv1/20261129T104556Z": "signed by key " + oldKey + " (" + filepath.Join(filepath.Dir(policy), "keys", "qualbox-ed25519.pub") +
+			"), trusted from 2026-11-29T11:00:00Z to 2026-11-29T23:59:59Z, but its signed run time 2026-11-29T10:45:57.781164413Z to 2026-11-29T10:46:18.222212221Z falls outside that window",
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"verify", "--policy", policy, dir}, &stdout, &stderr)
+		assert.Equal(t, code, exitcode.Failed, "%s: %s", dir, stderr.String())
+		assert.Check(t, is.Contains(stderr.String(), want))
+	}
+}
+
+// forgeHarness copies the committed lane C report, rewrites its harness
+// identity with edit (evidence.json and the summary's harness line) and
+// re-signs it with a fresh key, which a copy of the committed policy
+// trusts for lane C on that day: the forger is a key holder. It returns
+// the policy and the forged report.
+func forgeHarness(t *testing.T, edit func(h *evidence.Harness)) (policy, dir string) {
+	t.Helper()
+	root, policy := layout(t)
+	dir = filepath.Join(t.TempDir(), "report")
+	assert.NilError(t, os.CopyFS(dir, os.DirFS("../../reports/linux-x64/20261201T082451Z")))
+	data, err := os.ReadFile(filepath.Join(dir, "evidence.json"))
+	assert.NilError(t, err)
+	var r evidence.Run
+	assert.NilError(t, json.Unmarshal(data, &r))
+	before := "- Harness: " + r.Harness.String()
+	edit(r.Harness)
+	assert.NilError(t, evidence.WriteJSON(filepath.Join(dir, "evidence.json"), &r))
+	editFile(t, filepath.Join(dir, "summary.md"), before, "- Harness: "+r.Harness.String())
+	priv, pub, err := attest.GenerateKey(filepath.Join(root, "forger"))
+	assert.NilError(t, err)
+	key, err := attest.LoadPrivateKey(priv)
+	assert.NilError(t, err)
+	assert.NilError(t, os.Remove(filepath.Join(dir, attest.EnvelopeFile)))
+	_, err = attest.Sign(context.Background(), dir, key, evidence.PredicateType, evidence.PredicateOf(&r))
+	assert.NilError(t, err)
+	editFile(t, policy, "harness:", "  - {key: "+strconv.Quote(pub)+", rows: [lane-c], notBefore: 2026-12-01T00:00:00Z, notAfter: 2026-12-01T23:59:59Z}\nharness:")
+	editFile(t, policy, "rows: [lane-a, lane-b, lane-c]", "rows: [lane-a, lane-b]")
+	return policy, dir
+}
+
+// A key holder who forges the harness identity of a real report is
+// refused by the committed policy's exact pin, naming what is wrong; the
+// same report with a clean VCS revision added meets the pin (the only
+// lines left are the rows it does not cover).
+func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
+	clean := func(h *evidence.Harness) { h.VCSRevision = "0123456789abcdef0123456789abcdef01234567" }
+	for _, tc := range []struct {
+		name string
+		edit func(h *evidence.Harness)
+		want string
+	}{
+		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6)"},
+		{"listed version, unknown digest", func(h *evidence.Harness) { clean(h); h.CatalogueSHA256 = strings.Repeat("0", 64) }, "catalogue sha256 " + strings.Repeat("0", 64) + " is not an accepted digest of catalogue version 3"},
+		{"foreign module", func(h *evidence.Harness) { clean(h); h.Module = "example.com/qualbox" }, `module "example.com/qualbox" is not the required "github.com/qualbox/qualbox"`},
+		{"dirty build", func(h *evidence.Harness) { clean(h); h.VCSModified = true }, "the build of VCS revision 0123456789abcdef0123456789abcdef01234567 has local modifications, and a clean VCS revision is required"},
+		{"no VCS revision", func(h *evidence.Harness) {}, "the build carries no VCS revision, and a clean VCS revision is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy, dir := forgeHarness(t, tc.edit)
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), []string{"merge", "--policy", policy, dir}, &stdout, &stderr)
+			assert.Equal(t, code, exitcode.Failed, stderr.String())
+			assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: report "+dir+": harness identity "), stderr.String())
+			assert.Check(t, is.Contains(stderr.String(), tc.want))
+		})
+	}
+	policy, dir := forgeHarness(t, clean)
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"merge", "--policy", policy, dir}, &stdout, &stderr), exitcode.Failed)
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	assert.DeepEqual(t, lines, []string{
+		"qualify merge: not passed: row lane-a (profile linux-x64-cgroupv1, engine 20.10.): no report with a pinned manifest",
+		"qualify merge: not passed: row lane-b (profile linux-x64-cgroupv1, engine 2.0.0-): no report with a pinned manifest",
+	})
+}
