@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/ed25519"
@@ -19,6 +18,9 @@ import (
 	"strings"
 	"syscall"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
@@ -524,22 +526,51 @@ func readFileBounded(path, file, limit string, max int64) ([]byte, error) {
 // trailing data, after scanJSON checked MaxJSONDepth and MaxJSONValues.
 func strictJSON(data []byte, out any) error { return strictJSONFile(data, "json", out) }
 
+// strictOptions make the decoder read a document the way every other JSON
+// reader of a report does (jq, Python, a browser), so that no two readers
+// of one signed file can see different values: object member names match
+// struct fields case-sensitively, a name repeated in one object (at any
+// depth) is an error, as are invalid UTF-8, an unknown member and trailing
+// data. encoding/json matches names case-insensitively and keeps the last
+// duplicate, so {"ok":false,"OK":true} read as true to it and false to jq.
+// github.com/go-json-experiment/json is the maintained upstream of
+// encoding/json/v2 and checks all of this in its tokenizer, where our own
+// pre-pass would have to re-implement JSON string unescaping to compare
+// names; its v1 options keep encoding/json's semantics for everything
+// else (the data model was written for them), and ReportErrorsWithLegacy
+// Semantics(false) keeps the name and JSON pointer in its errors.
+var strictOptions = []jsonv2.Options{
+	jsonv1.DefaultOptionsV1(),
+	jsonv1.ReportErrorsWithLegacySemantics(false),
+	jsonv2.MatchCaseInsensitiveNames(false),
+	jsonv2.RejectUnknownMembers(true),
+	jsontext.AllowDuplicateNames(false),
+	jsontext.AllowInvalidUTF8(false),
+}
+
 func strictJSONFile(data []byte, file string, out any) error {
 	if err := scanJSON(data, file); err != nil && !errors.Is(err, errSyntax) {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
-		return err
-	}
-	// More() is false before a stray ']' or '}', so ask for the next token:
-	// only a clean end of input is accepted.
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
+	if err := jsonv2.Unmarshal(data, out, strictOptions...); err != nil {
+		return &JSONError{File: file, Err: err}
 	}
 	return nil
 }
+
+// JSONError is a document that is not one strictly well-formed JSON value
+// of the expected shape (see strictOptions): a duplicate or differently
+// cased member name, an unknown member, invalid UTF-8, a syntax error or
+// trailing data. Err's text names the member and its JSON pointer, e.g.
+// `jsontext: duplicate object member name "ok" within "/checks/0"`.
+type JSONError struct {
+	// File is the document concerned, relative to the report directory.
+	File string
+	Err  error
+}
+
+func (e *JSONError) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *JSONError) Unwrap() error { return e.Err }
 
 // StrictJSON is strictJSON for callers' schema checks.
 func StrictJSON(data []byte, out any) error { return strictJSON(data, out) }

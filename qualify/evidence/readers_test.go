@@ -1,0 +1,60 @@
+package evidence_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+
+	"github.com/qualbox/qualbox/qualify/evidence"
+)
+
+// refusedFor forges a report with tamper, re-signs it with the report's own
+// key (the forger is a key holder) and asserts VerifyRun refuses it with a
+// problem on file whose text contains want.
+func refusedFor(t *testing.T, file, want string, tamper func(t *testing.T, dir string)) {
+	t.Helper()
+	dir, keys := signedReport(t, nil)
+	tamper(t, dir)
+	resign(t, dir, keys)
+	_, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	assert.Assert(t, err != nil, "forged report verified")
+	ps := problems(t, err)
+	for _, p := range ps {
+		if p.File == file && strings.Contains(p.Problem, want) {
+			return
+		}
+	}
+	t.Fatalf("want %s: %s, got %v", file, want, ps)
+}
+
+// A scenario check that says "ok":false to jq and Python and, with a
+// second member "OK":true, passed to encoding/json's case-insensitive
+// last-one-wins reading: refused, naming the member.
+func TestVerifyRefusesJSONReadersDisagreeOn(t *testing.T) {
+	scenario := "02-isolation/evidence.json"
+	for _, tc := range []struct {
+		name, file, want string
+		tamper           func(t *testing.T, dir string)
+	}{
+		{"ok and OK", scenario, `unknown object member name "OK" within "/checks/1"`, func(t *testing.T, dir string) {
+			edit(t, filepath.Join(dir, scenario), `"ok": false`, `"ok": false, "OK": true`)
+		}},
+		{"duplicate ok", scenario, `duplicate object member name "ok" within "/checks/1"`, func(t *testing.T, dir string) {
+			edit(t, filepath.Join(dir, scenario), `"ok": false`, `"ok": false, "ok": true`)
+		}},
+		{"duplicate verdict kind in the run", "evidence.json", `duplicate object member name "kind" within "/verdict"`, func(t *testing.T, dir string) {
+			edit(t, filepath.Join(dir, "evidence.json"), `"verdict": {
+    "kind": "failed"`, `"verdict": {
+    "kind": "passed", "kind": "failed"`)
+		}},
+		{"duplicate top-level member", "evidence.json", `duplicate object member name "schema"`, func(t *testing.T, dir string) {
+			edit(t, filepath.Join(dir, "evidence.json"), `"schema": "`+evidence.Schema+`",`, `"schema": "`+evidence.Schema+`", "schema": "x",`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { refusedFor(t, tc.file, tc.want, tc.tamper) })
+	}
+}
+
