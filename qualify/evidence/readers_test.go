@@ -57,4 +57,3 @@ func TestVerifyRefusesJSONReadersDisagreeOn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { refusedFor(t, tc.file, tc.want, tc.tamper) })
 	}
 }
-
