@@ -104,34 +104,55 @@ func Files(dir string) ([]string, error) {
 	return names, err
 }
 
-// digestFile returns the hex SHA-256 of name inside root.
-func digestFile(root *os.Root, name string) (string, error) {
-	// O_NONBLOCK: a FIFO planted in a report must not hang verification at
-	// open; only a regular file is hashed.
-	f, err := root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// openSubject opens name inside root for reading. O_NONBLOCK: a FIFO
+// planted in a report must not hang verification at open; only a regular
+// file is read. Tests replace it to change a file between open and read.
+var openSubject = func(root *os.Root, name string) (*os.File, error) {
+	return root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// readSubject opens name inside root once and returns the hex SHA-256 of
+// what it read. With keep, it also returns those bytes: the file is read
+// into memory, at most max bytes (else a *LimitError naming limit), and
+// hashed from that buffer, so whoever parses the returned bytes parses
+// exactly what was hashed. Without keep the file is hashed as it streams,
+// at most MaxSubjectBytes.
+func readSubject(root *os.Root, name string, keep bool, limit string, max int64) (string, []byte, error) {
+	f, err := openSubject(root, name)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("not a regular file (%v)", st.Mode().Type())
+		return "", nil, fmt.Errorf("not a regular file (%v)", st.Mode().Type())
+	}
+	if keep {
+		if st.Size() > max {
+			return "", nil, &LimitError{File: name, Limit: limit, Max: max, Got: st.Size()}
+		}
+		data, err := ReadBounded(f, name, limit, max)
+		if err != nil {
+			return "", nil, err
+		}
+		sum := sha256.Sum256(data)
+		return hex.EncodeToString(sum[:]), data, nil
 	}
 	if st.Size() > MaxSubjectBytes {
-		return "", &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: st.Size()}
+		return "", nil, &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: st.Size()}
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(f, MaxSubjectBytes+1))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if n > MaxSubjectBytes {
-		return "", &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: -1}
+		return "", nil, &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: -1}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), nil, nil
 }
 
 // Sign hashes every file of dir (see Files), builds a Statement with
@@ -152,7 +173,7 @@ func Sign(ctx context.Context, dir string, key ed25519.PrivateKey, predicateType
 	defer root.Close()
 	st := Statement{Type: StatementType, PredicateType: predicateType}
 	for _, n := range names {
-		d, err := digestFile(root, n)
+		d, _, err := readSubject(root, n, false, "", 0)
 		if err != nil {
 			return nil, fmt.Errorf("attest: digest %s: %w", n, err)
 		}
@@ -226,11 +247,21 @@ type Options struct {
 	PredicateType string
 	// Predicate, when set, checks the predicate JSON (schema, and that it
 	// agrees with the signed files read through read). read returns a
-	// subject's bytes, at most MaxFileBytes (else a *LimitError).
+	// subject's bytes, at most MaxFileBytes (else a *LimitError): the very
+	// bytes whose SHA-256 matched the signed digest, never a second read
+	// of the file.
 	Predicate func(raw json.RawMessage, read func(name string) ([]byte, error)) error
 	// Schema, when set, returns the content check for a subject name, or
-	// nil when that subject has no schema.
+	// nil when that subject has no schema. It is called once per subject,
+	// in the statement's order, before any subject is read; a subject with
+	// a check is read once into memory, hashed from that buffer, and the
+	// buffer is what the check and Predicate see.
 	Schema func(name string) func(data []byte) error
+	// Parsed lists subjects without a Schema that Predicate reads (e.g.
+	// "summary.md"): they too are read once into memory when hashed. A
+	// subject Predicate reads that is in neither is read again then and
+	// its SHA-256 compared with the signed digest once more.
+	Parsed []string
 	// Required lists subjects that must be present, e.g. "evidence.json".
 	Required []string
 }
@@ -283,6 +314,14 @@ type verification struct {
 	st       Statement
 	root     *os.Root
 	listed   map[string]bool
+	// digests are the signed SHA-256s of the listed subjects.
+	digests map[string]string
+	// checks are opts.Schema's checks, asked once per subject.
+	checks map[string]func([]byte) error
+	// content holds the parsed subjects' bytes, exactly as hashed.
+	content map[string][]byte
+	// contentBytes is the sum of content's sizes (MaxParsedBytes).
+	contentBytes int64
 }
 
 func (v *verification) fail(file, format string, args ...any) {
@@ -388,6 +427,13 @@ func (v *verification) checkSubjects(context.Context) bool {
 	}
 	v.root = root
 	v.listed = map[string]bool{}
+	v.digests = map[string]string{}
+	v.checks = map[string]func([]byte) error{}
+	v.content = map[string][]byte{}
+	parsed := map[string]bool{}
+	for _, n := range v.opts.Parsed {
+		parsed[n] = true
+	}
 	for i, s := range v.st.Subject {
 		want := s.Digest["sha256"]
 		if p := subjectNameProblem(s.Name); p != "" {
@@ -403,16 +449,41 @@ func (v *verification) checkSubjects(context.Context) bool {
 			continue
 		}
 		v.listed[s.Name] = true
-		got, err := digestFile(root, s.Name)
-		if err != nil {
-			v.failErr(s.Name, "", err)
-			continue
+		v.digests[s.Name] = want
+		if v.opts.Schema != nil {
+			if check := v.opts.Schema(s.Name); check != nil {
+				v.checks[s.Name] = check
+				parsed[s.Name] = true
+			}
 		}
-		if got != want {
-			v.fail(s.Name, "sha256 mismatch: expected %s, actual %s", want, got)
+		if _, err := v.hashed(s.Name, parsed[s.Name]); err != nil {
+			v.failErr(s.Name, "", err)
 		}
 	}
 	return true
+}
+
+// hashed reads a listed subject once and compares its SHA-256 with the
+// signed digest. With keep, the bytes are kept in v.content (at most
+// MaxFileBytes each and MaxParsedBytes in all) and returned: what is
+// parsed is what was hashed, whatever happens to the file afterwards.
+func (v *verification) hashed(name string, keep bool) ([]byte, error) {
+	limit, max := "MaxFileBytes", int64(MaxFileBytes)
+	if left := MaxParsedBytes - v.contentBytes; left < max {
+		limit, max = "MaxParsedBytes", left
+	}
+	got, data, err := readSubject(v.root, name, keep, limit, max)
+	if err != nil {
+		return nil, err
+	}
+	if want := v.digests[name]; got != want {
+		return nil, fmt.Errorf("sha256 mismatch: expected %s, actual %s", want, got)
+	}
+	if keep {
+		v.content[name] = data
+		v.contentBytes += int64(len(data))
+	}
+	return data, nil
 }
 
 func (v *verification) checkUnlisted(context.Context) bool {
@@ -433,33 +504,34 @@ func (v *verification) checkUnlisted(context.Context) bool {
 	return v.ok()
 }
 
-// read returns a listed subject's content, at most MaxFileBytes.
+// read returns a listed subject's content, at most MaxFileBytes: the
+// bytes checkSubjects hashed for a schema'd or Parsed subject, else the
+// bytes of one more read whose SHA-256 must again match the signed digest.
 func (v *verification) read(name string) ([]byte, error) {
 	if !v.listed[name] {
 		return nil, fmt.Errorf("%s is not a subject", name)
 	}
-	f, err := v.root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
+	if data, ok := v.content[name]; ok {
+		return data, nil
 	}
-	defer f.Close()
-	return ReadBounded(f, name, "MaxFileBytes", MaxFileBytes)
+	data, err := v.hashed(name, true)
+	if err != nil {
+		return nil, &FileError{File: name, Err: err}
+	}
+	return data, nil
 }
 
 func (v *verification) checkSchemas(context.Context) bool {
-	if v.opts.Schema == nil {
-		return true
-	}
 	for _, s := range v.st.Subject {
-		check := v.opts.Schema(s.Name)
+		check := v.checks[s.Name]
 		if check == nil {
 			continue
 		}
-		data, err := v.read(s.Name)
-		if err == nil {
-			err = check(data)
+		data, ok := v.content[s.Name]
+		if !ok {
+			continue // not read: its problem is already recorded
 		}
-		if err != nil {
+		if err := check(data); err != nil {
 			v.failErr(s.Name, "schema: ", err)
 		}
 	}
