@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -76,32 +79,62 @@ func (v verifier) Public() crypto.PublicKey { return v.key }
 // non-regular files are an error: a signed report holds plain files only.
 // More than MaxSubjects files is a *LimitError.
 func Files(dir string) ([]string, error) {
-	var names []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	files, _, err := Tree(dir)
+	return files, err
+}
+
+// Tree lists dir as Files does, and also its subdirectories (sorted slash
+// paths relative to dir, without "."). More than MaxSubjects files, or
+// more than MaxSubjects directories, is a *LimitError.
+func Tree(dir string) (files, dirs []string, err error) {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if len(names) > MaxSubjects {
+		if len(files) > MaxSubjects || len(dirs) > MaxSubjects {
 			return &LimitError{File: ".", Limit: "MaxSubjects", Max: MaxSubjects, Got: -1}
 		}
-		rel, err := filepath.Rel(dir, path)
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
 		switch {
 		case d.IsDir():
+			if rel != "." {
+				dirs = append(dirs, rel)
+			}
 			return nil
 		case !d.Type().IsRegular():
 			return fmt.Errorf("attest: %s is not a regular file (%s)", rel, d.Type())
 		case rel == EnvelopeFile:
 			return nil
 		}
-		names = append(names, rel)
+		files = append(files, rel)
 		return nil
 	})
-	sort.Strings(names)
-	return names, err
+	sort.Strings(files)
+	sort.Strings(dirs)
+	return files, dirs, err
+}
+
+// subjectlessDirs returns the directories of dirs that hold none of
+// subjects at any depth (an empty directory, or one holding only files
+// that are not subjects), as "name/".
+func subjectlessDirs(dirs []string, subjects func(yield func(string) bool)) []string {
+	holds := map[string]bool{}
+	for s := range subjects {
+		for d := path.Dir(s); d != "."; d = path.Dir(d) {
+			holds[d] = true
+		}
+	}
+	var out []string
+	for _, d := range dirs {
+		if !holds[d] {
+			out = append(out, d+"/")
+		}
+	}
+	return out
 }
 
 // openSubject opens name inside root for reading. O_NONBLOCK: a FIFO
@@ -159,12 +192,17 @@ func readSubject(root *os.Root, name string, keep bool, limit string, max int64)
 // predicateType and predicate, signs it with key and writes the envelope
 // to dir/EnvelopeFile. It returns the envelope.
 func Sign(ctx context.Context, dir string, key ed25519.PrivateKey, predicateType string, predicate any) (*dsse.Envelope, error) {
-	names, err := Files(dir)
+	names, dirs, err := Tree(dir)
 	if err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("attest: %s has no files to sign", dir)
+	}
+	// Verify refuses a directory that holds no subject; so does Sign,
+	// rather than sign a report that cannot verify.
+	if empty := subjectlessDirs(dirs, slices.Values(names)); len(empty) > 0 {
+		return nil, fmt.Errorf("attest: %s: directory %s holds no file to sign (remove it first)", dir, strings.Join(empty, ", "))
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -487,7 +525,7 @@ func (v *verification) hashed(name string, keep bool) ([]byte, error) {
 }
 
 func (v *verification) checkUnlisted(context.Context) bool {
-	files, err := Files(v.dir)
+	files, dirs, err := Tree(v.dir)
 	if err != nil {
 		v.failErr(".", "", err)
 	}
@@ -495,6 +533,12 @@ func (v *verification) checkUnlisted(context.Context) bool {
 		if !v.listed[f] {
 			v.fail(f, "not a subject of the signed statement (added after signing)")
 		}
+	}
+	// A directory is part of what a reader of the report sees (an empty
+	// NN-name/ looks like a scenario's evidence directory): each must
+	// hold a subject.
+	for _, d := range subjectlessDirs(dirs, maps.Keys(v.listed)) {
+		v.fail(d, "directory holding no subject of the signed statement (empty, or added after signing)")
 	}
 	for _, r := range v.opts.Required {
 		if !v.listed[r] {

@@ -146,3 +146,61 @@ func TestVerifyRefusesASignedStatementWithADuplicateName(t *testing.T) {
 		t.Fatalf("want the envelope refused for its duplicate payloadType, got %v", err)
 	}
 }
+
+// A signed directory holds no directory that is not some subject's: an
+// empty directory, or one holding only unsigned files, planted after
+// signing is refused naming it; Sign refuses to sign one.
+func TestSubjectlessDirectoriesAreRefused(t *testing.T) {
+	pub := fuzzKey.Public().(ed25519.PublicKey)
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, dir string)
+		want  []string
+	}{
+		{"empty", func(t *testing.T, dir string) {
+			mkdir(t, filepath.Join(dir, "02-forged"))
+		}, []string{"02-forged/: directory holding no subject"}},
+		{"empty nested", func(t *testing.T, dir string) {
+			mkdir(t, filepath.Join(dir, "01-a", "spill", "x"))
+		}, []string{"01-a/spill/: directory holding no subject", "01-a/spill/x/: directory holding no subject"}},
+		{"only an unsigned file", func(t *testing.T, dir string) {
+			mkdir(t, filepath.Join(dir, "03-b"))
+			if err := os.WriteFile(filepath.Join(dir, "03-b", "evidence.json"), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"03-b/evidence.json: not a subject", "03-b/: directory holding no subject"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := fuzzDir(t, t.TempDir(), 0)
+			if err := os.WriteFile(filepath.Join(dir, EnvelopeFile), signPayload(t, validStatement()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Verify(context.Background(), dir, pub, Options{PredicateType: fuzzPredicateType}); err != nil {
+				t.Fatalf("before planting: %v", err)
+			}
+			tc.plant(t, dir)
+			_, err := Verify(context.Background(), dir, pub, Options{PredicateType: fuzzPredicateType})
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("want %q, got %v", w, err)
+				}
+			}
+			if err := os.Remove(filepath.Join(dir, EnvelopeFile)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name != "only an unsigned file" {
+				_, err = Sign(context.Background(), dir, fuzzKey, fuzzPredicateType, map[string]string{})
+				if err == nil || !strings.Contains(err.Error(), "holds no file to sign") {
+					t.Errorf("Sign of a directory with %s: %v", tc.name, err)
+				}
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}

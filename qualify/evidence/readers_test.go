@@ -2,6 +2,7 @@ package evidence_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,4 +57,20 @@ func TestVerifyRefusesJSONReadersDisagreeOn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { refusedFor(t, tc.file, tc.want, tc.tamper) })
 	}
+}
+
+// An empty scenario-like directory in a signed report (a reader sees a
+// fifth scenario's directory the signed statement knows nothing of) is
+// refused naming it, however it got there: directories are not subjects,
+// so a key holder's own signer could leave one as easily as a host could.
+func TestVerifyRefusesAnEmptyDirectory(t *testing.T) {
+	dir, keys := signedReport(t, nil)
+	assert.NilError(t, os.MkdirAll(filepath.Join(dir, "05-forged", "spill"), 0o755))
+	_, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	var files []string
+	for _, p := range problems(t, err) {
+		assert.Check(t, strings.Contains(p.Problem, "directory holding no subject"), "%v", p)
+		files = append(files, p.File)
+	}
+	assert.DeepEqual(t, files, []string{"05-forged/", "05-forged/spill/"})
 }
