@@ -74,3 +74,26 @@ func TestVerifyRefusesAnEmptyDirectory(t *testing.T) {
 	}
 	assert.DeepEqual(t, files, []string{"05-forged/", "05-forged/spill/"})
 }
+
+// summary.md is what a reader of a CI step summary sees: an edit anywhere
+// the old check (verdict line, first four table columns) did not read is
+// refused, naming the line and what evidence.json renders there.
+func TestVerifyRefusesASummaryEditedOutsideTheVerdictColumns(t *testing.T) {
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"detail column", "| CapEff: want 0000000000000000, got 00000000a80425fb and a tail long e... |",
+			"| transient: passed on retry                                               |",
+			`line 16 is "| 2 | isolation | failed         | 1/2    | 1.8s     | transient: passed on retry`},
+		{"duration column", "| 1.8s     | CapEff", "| 0.1s     | CapEff", `line 16 is "| 2 | isolation | failed         | 1/2    | 0.1s `},
+		{"engine header", "- Engine: 20.10.24 (API 1.41", "- Engine: 27.3.1 (API 1.47", `line 6 is "- Engine: 27.3.1 (API 1.47, commit 5d6db84)`},
+		{"kernel header", "- Host: kernel 6.1.0,", "- Host: kernel 6.12.0,", `line 7 is "- Host: kernel 6.12.0,`},
+		{"appended note", "| profile has no outbound network                                          |\n",
+			"| profile has no outbound network                                          |\n\nThe isolation failure is a known flake; treat the run as passed.\n",
+			`line 19 "\n" is extra`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedFor(t, "summary.md", "differs from what evidence.json renders: "+tc.want, func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, "summary.md"), tc.old, tc.new)
+			})
+		})
+	}
+}

@@ -12,9 +12,53 @@ import (
 // say what its evidence.json says (docs/qualification.md#evidence). They
 // live apart from crosscheck.go's checks of claims; crossCheck calls them.
 
-// summaryProblems compares summary.md's verdict line and the first four
-// columns of its table (#, scenario, verdict, checks) with r.
+// summaryProblems compares summary.md with what Markdown renders from r,
+// byte for byte: what a reader of summary.md (a CI step summary, say)
+// sees is what the gate saw, every header line, column and the campaign's
+// tallies included. The verdict line and the first four table columns
+// (#, scenario, verdict, checks) are compared first, for a precise message
+// where they disagree; otherwise the first differing line is named.
 func summaryProblems(r *Run, data []byte) []string {
+	out := summaryTableProblems(r, data)
+	if len(out) > 0 {
+		return out
+	}
+	want, err := Markdown(r)
+	if err != nil {
+		return []string{fmt.Sprintf("evidence.json does not render: %v", err)}
+	}
+	if !bytes.Equal(data, want) {
+		return []string{"differs from what evidence.json renders: " + firstDifference(data, want)}
+	}
+	return nil
+}
+
+// firstDifference describes where got first differs from want, by line.
+func firstDifference(got, want []byte) string {
+	lines := func(b []byte) []string {
+		l := strings.SplitAfter(string(b), "\n")
+		if l[len(l)-1] == "" {
+			l = l[:len(l)-1]
+		}
+		return l
+	}
+	g, w := lines(got), lines(want)
+	for i := 0; i < len(g) || i < len(w); i++ {
+		switch {
+		case i >= len(g):
+			return fmt.Sprintf("line %d is missing, want %q", i+1, w[i])
+		case i >= len(w):
+			return fmt.Sprintf("line %d %q is extra", i+1, g[i])
+		case g[i] != w[i]:
+			return fmt.Sprintf("line %d is %q, want %q", i+1, g[i], w[i])
+		}
+	}
+	return "same lines" // unreachable: got != want
+}
+
+// summaryTableProblems compares summary.md's verdict line and the first
+// four columns of its table (#, scenario, verdict, checks) with r.
+func summaryTableProblems(r *Run, data []byte) []string {
 	var out []string
 	if want := fmt.Sprintf("- Verdict: **%s**\n", r.Verdict); !bytes.Contains(data, []byte(want)) {
 		out = append(out, fmt.Sprintf("has no line %q", strings.TrimSpace(want)))
@@ -124,4 +168,3 @@ func junitProblems(r *Run, data []byte) []string {
 	}
 	return out
 }
-
