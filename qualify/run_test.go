@@ -230,18 +230,18 @@ func TestRunLayoutAndVerdicts(t *testing.T) {
 	assert.Check(t, is.Contains(stdout.String(), "│ 2 │ fake     │ failed"))
 
 	var junit struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
-		Suite    struct {
-			Skipped int `xml:"skipped,attr"`
-			Errors  int `xml:"errors,attr"`
+		Suite struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Errors   int `xml:"errors,attr"`
 		} `xml:"testsuite"`
 	}
 	data, err := os.ReadFile(filepath.Join(out, "junit.xml"))
 	assert.NilError(t, err)
 	assert.NilError(t, xml.Unmarshal(data, &junit))
-	assert.Equal(t, junit.Tests, 7)
-	assert.Equal(t, junit.Failures, 4)
+	assert.Equal(t, junit.Suite.Tests, 7)
+	assert.Equal(t, junit.Suite.Failures, 4)
 	assert.Equal(t, junit.Suite.Skipped, 2)
 	assert.Equal(t, junit.Suite.Errors, 0)
 	assert.Check(t, is.Contains(string(data), "failure: boom"))

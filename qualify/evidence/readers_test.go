@@ -97,3 +97,41 @@ func TestVerifyRefusesASummaryEditedOutsideTheVerdictColumns(t *testing.T) {
 		})
 	}
 }
+
+// junit.xml must be one well-formed document that every XML reader parses
+// alike. Each forgery below is one encoding/xml read past (so the gate
+// saw the counts of the first testsuites) while xmllint, Python or a CI's
+// JUnit reader refuse it or read something else; each is refused naming
+// what is wrong.
+func TestVerifyRefusesAJUnitDocumentReadersDisagreeOn(t *testing.T) {
+	const decl = `<?xml version="1.0" encoding="UTF-8"?>` + "\n"
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"DOCTYPE", decl, decl + `<!DOCTYPE testsuites [<!ATTLIST testcase skipped CDATA "yes">]>` + "\n",
+			"schema: <!DOCTYPE> at byte 39: no DOCTYPE or other directive is allowed"},
+		{"second root", "</testsuites>", `</testsuites><testsuites><testsuite name="x" tests="0" failures="0" errors="0"></testsuite></testsuites>`,
+			"schema: second root element <testsuites> at byte"},
+		{"trailing junk", "</testsuites>", "</testsuites>\nall scenarios passed\n",
+			`schema: text "\nall scenarios passe..." at byte 1738, outside the root element`},
+		{"processing instruction", decl, decl + `<?xml-stylesheet href="passed.xsl"?>` + "\n",
+			"schema: processing instruction <?xml-stylesheet?> at byte 39: only the XML declaration is allowed"},
+		{"declaration not first", decl, "\n" + decl, "schema: XML declaration at byte 1: it must start the document"},
+		{"repeated attribute", `tests="4" failures="1"`, `tests="4" failures="1" failures="0"`,
+			"schema: <testsuite> at byte 54: attribute failures repeated"},
+		{"namespace declaration", `tests="4" failures="1"`, `tests="4" failures="1" xmlns:q="urn:q" q:failures="0"`,
+			"schema: <testsuite> at byte 54: namespaced attribute xmlns:q is not allowed"},
+		{"namespaced attribute", `tests="4" failures="1"`, `tests="4" failures="1" q:failures="0"`,
+			"schema: <testsuite> at byte 54: namespaced attribute q:failures is not allowed"},
+		{"namespaced element", `<testsuites>`, `<q:testsuites>`, "schema: element <q:testsuites> at byte 39: namespaces are not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedFor(t, "junit.xml", tc.want, func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, "junit.xml"), tc.old, tc.new)
+			})
+		})
+	}
+	// A test case both failed and skipped is failed to one reader and
+	// skipped to another: refused by the cross-check.
+	refusedFor(t, "junit.xml", "test case 2 isolation has 2 failure, error and skipped elements, want at most one", func(t *testing.T, dir string) {
+		edit(t, filepath.Join(dir, "junit.xml"), `<failure message=`, `<skipped message="passed on retry"></skipped><failure message=`)
+	})
+}

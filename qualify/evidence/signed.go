@@ -98,6 +98,9 @@ func schemaOf(name string) func([]byte) error {
 		}
 	case name == "junit.xml":
 		return func(data []byte) error {
+			if err := junitDocumentProblem(data); err != nil {
+				return err
+			}
 			var v struct {
 				XMLName xml.Name `xml:"testsuites"`
 			}
