@@ -653,8 +653,9 @@ func strictJSON(data []byte, out any) error { return strictJSONFile(data, "json"
 // encoding/json/v2 and checks all of this in its tokenizer, where our own
 // pre-pass would have to re-implement JSON string unescaping to compare
 // names; its v1 options keep encoding/json's semantics for everything
-// else (the data model was written for them), and ReportErrorsWithLegacy
-// Semantics(false) keeps the name and JSON pointer in its errors.
+// else (the data model was written for them), and
+// ReportErrorsWithLegacySemantics(false) keeps the member name and its
+// JSON pointer in the errors.
 var strictOptions = []jsonv2.Options{
 	jsonv1.DefaultOptionsV1(),
 	jsonv1.ReportErrorsWithLegacySemantics(false),
