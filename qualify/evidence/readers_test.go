@@ -135,3 +135,32 @@ func TestVerifyRefusesAJUnitDocumentReadersDisagreeOn(t *testing.T) {
 		edit(t, filepath.Join(dir, "junit.xml"), `<failure message=`, `<skipped message="passed on retry"></skipped><failure message=`)
 	})
 }
+
+// What a CI's JUnit view shows besides counts and outcomes (the suite's
+// properties, time and timestamp, each case's class, time and message)
+// must be what evidence.json renders: a junit.xml showing another engine
+// or a softer failure message is refused, naming the value.
+func TestVerifyRefusesJUnitValuesEvidenceContradicts(t *testing.T) {
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"engine property", `value="20.10.24"`, `value="27.3.1"`, `properties [{manifest.sha256 ab} {image sha256:`},
+		{"kernel property", `name="kernel" value="6.1.0"`, `name="kernel" value="6.12.0"`, `{kernel 6.12.0}], evidence.json says`},
+		{"failure message", `<failure message="CapEff: want`, `<failure message="flaky, ignore; CapEff: want`,
+			`test case 2 isolation: failure message "flaky, ignore; CapEff: want`},
+		{"skipped message", `message="not_applicable (profile has no outbound network)"`, `message="not_applicable (covered elsewhere)"`,
+			`test case 4 outbound: skipped message "not_applicable (covered elsewhere)", evidence.json says "not_applicable (profile has no outbound network)"`},
+		{"case time", `name="isolation" classname="qualbox.linux-x64-cgroupv1" time="1.830"`, `name="isolation" classname="qualbox.linux-x64-cgroupv1" time="0.010"`,
+			`test case 2 isolation: classname "qualbox.linux-x64-cgroupv1" time "0.010", evidence.json says "qualbox.linux-x64-cgroupv1" "1.830"`},
+		{"timestamp", `timestamp="2026-11-29T10:00:00"`, `timestamp="2026-12-24T10:00:00"`,
+			`testsuite timestamp "2026-12-24T10:00:00", evidence.json says "2026-11-29T10:00:00"`},
+		{"error element", `<failure message="CapEff`, `<error message="CapEff`, `test case 2 isolation has an error element`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedFor(t, "junit.xml", tc.want, func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, "junit.xml"), tc.old, tc.new)
+				if tc.name == "error element" {
+					edit(t, filepath.Join(dir, "junit.xml"), `</failure>`, `</error>`)
+				}
+			})
+		})
+	}
+}

@@ -175,6 +175,88 @@ func junitProblems(r *Run, data []byte) []string {
 			out = append(out, fmt.Sprintf("test case %d is %s %s, evidence.json says %s %s", i+1, c.Name, got, s.Name, s.Verdict.Kind))
 		}
 	}
+	if len(out) > 0 {
+		return out
+	}
+	return junitValueProblems(r, data)
+}
+
+// junitShown is what a CI's JUnit view shows of junit.xml besides the
+// counts and outcomes: the suite's name, time, timestamp and properties
+// (engine, kernel, image), and each case's class, time and message.
+type junitShown struct {
+	Suite struct {
+		Name       string          `xml:"name,attr"`
+		Time       string          `xml:"time,attr"`
+		Timestamp  string          `xml:"timestamp,attr"`
+		Properties []junitProperty `xml:"properties>property"`
+		Cases      []struct {
+			Name      string `xml:"name,attr"`
+			Classname string `xml:"classname,attr"`
+			Time      string `xml:"time,attr"`
+			Failure   *struct {
+				Message string `xml:"message,attr"`
+				Type    string `xml:"type,attr"`
+			} `xml:"failure"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+			Error *struct{} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// junitValueProblems compares what junitShown reads from data with what
+// JUnit renders from r, so that junit.xml cannot show another engine,
+// kernel, image or failure message than evidence.json. The failure text
+// (rendered from the scenario files) and the suite's system-out are not
+// compared, and a timestamp may carry the "Z" that reports written before
+// the Ant layout have.
+func junitValueProblems(r *Run, data []byte) []string {
+	rendered, err := JUnit(r, nil)
+	if err != nil {
+		return []string{fmt.Sprintf("evidence.json does not render: %v", err)}
+	}
+	var got, want junitShown
+	if err := xml.Unmarshal(data, &got); err != nil {
+		return []string{err.Error()}
+	}
+	if err := xml.Unmarshal(rendered, &want); err != nil {
+		return []string{err.Error()}
+	}
+	if got.Suite.Timestamp == want.Suite.Timestamp+"Z" {
+		got.Suite.Timestamp = want.Suite.Timestamp
+	}
+	var out []string
+	g, w := got.Suite, want.Suite
+	for _, c := range []struct{ what, got, want string }{
+		{"testsuite name", g.Name, w.Name},
+		{"testsuite time", g.Time, w.Time},
+		{"testsuite timestamp", g.Timestamp, w.Timestamp},
+	} {
+		if c.got != c.want {
+			out = append(out, fmt.Sprintf("%s %q, evidence.json says %q", c.what, c.got, c.want))
+		}
+	}
+	if !slices.Equal(g.Properties, w.Properties) {
+		out = append(out, fmt.Sprintf("properties %v, evidence.json says %v", g.Properties, w.Properties))
+	}
+	for i, c := range g.Cases {
+		wc := w.Cases[i] // as many cases: junitProblems checked
+		if c.Classname != wc.Classname || c.Time != wc.Time {
+			out = append(out, fmt.Sprintf("test case %d %s: classname %q time %q, evidence.json says %q %q", i+1, c.Name, c.Classname, c.Time, wc.Classname, wc.Time))
+		}
+		switch {
+		case c.Error != nil:
+			// JUnit writes failures only (testsuite errors is 0); a CI
+			// view shows an error as another outcome than a failure.
+			out = append(out, fmt.Sprintf("test case %d %s has an error element: qualbox reports a failed scenario as a failure", i+1, c.Name))
+		case c.Failure != nil && wc.Failure != nil && *c.Failure != *wc.Failure:
+			out = append(out, fmt.Sprintf("test case %d %s: failure message %q type %q, evidence.json says %q %q", i+1, c.Name, c.Failure.Message, c.Failure.Type, wc.Failure.Message, wc.Failure.Type))
+		case c.Skipped != nil && wc.Skipped != nil && *c.Skipped != *wc.Skipped:
+			out = append(out, fmt.Sprintf("test case %d %s: skipped message %q, evidence.json says %q", i+1, c.Name, c.Skipped.Message, wc.Skipped.Message))
+		}
+	}
 	return out
 }
 
