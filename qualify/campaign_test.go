@@ -110,14 +110,16 @@ func TestRunRepeatCountsPassesAndFlakes(t *testing.T) {
 	})
 
 	var junit struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
+		Suite struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+		} `xml:"testsuite"`
 	}
 	data, err := os.ReadFile(filepath.Join(out, "junit.xml"))
 	assert.NilError(t, err)
 	assert.NilError(t, xml.Unmarshal(data, &junit))
-	assert.Equal(t, junit.Tests, 12)
-	assert.Equal(t, junit.Failures, 6)
+	assert.Equal(t, junit.Suite.Tests, 12)
+	assert.Equal(t, junit.Suite.Failures, 6)
 	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
 	assert.NilError(t, err)
 	assert.Check(t, is.Contains(string(summary), "- Campaign: repeat 4, parallel 1"))

@@ -45,6 +45,7 @@ require (
 )
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/qualbox/qualbox/driver v0.0.0
 	github.com/qualbox/qualbox/profiles v0.0.0
 	github.com/qualbox/qualbox/sandboxapi v0.0.0

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -219,6 +220,12 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		return run, err
 	}
 	if cfg.SigningKey != nil {
+		// A scenario's spill directory (scenario.Env.Backend) is left
+		// empty by a sandbox that spilled nothing; a signed report holds
+		// no directory without a subject, so it goes before signing.
+		if err := removeEmptyDirs(out); err != nil {
+			return run, fmt.Errorf("sign report: %w", err)
+		}
 		if err := evidence.SignRun(context.WithoutCancel(ctx), out, cfg.SigningKey, run); err != nil {
 			return run, fmt.Errorf("sign report: %w", err)
 		}
@@ -253,6 +260,28 @@ func writeReport(out string, run *evidence.Run, results []*evidence.Scenario) er
 		return err
 	}
 	return evidence.WriteJSON(filepath.Join(out, EvidenceFile), run)
+}
+
+// removeEmptyDirs removes every directory under out (not out itself) that
+// holds no file at any depth, deepest first.
+func removeEmptyDirs(out string) error {
+	_, dirs, err := attest.Tree(out)
+	if err != nil {
+		return err
+	}
+	for _, d := range slices.Backward(dirs) {
+		p := filepath.Join(out, filepath.FromSlash(d))
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return err
+		}
+		if len(entries) == 0 {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,10 +51,10 @@ func (fake) Validate(params map[string]any) error {
 		return err
 	}
 	switch p.Outcome {
-	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow":
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow", "spill":
 		return nil
 	}
-	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow", p.Outcome)
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow, spill", p.Outcome)
 }
 
 func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
@@ -78,6 +79,11 @@ func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any,
 		}
 		time.Sleep(200 * time.Millisecond)
 		f.running.Add(-1)
+	case "spill":
+		// What scenario.Env.Backend leaves when a sandbox spilled nothing.
+		if err := os.MkdirAll(filepath.Join(env.Dir, "spill", "sorter"), 0o700); err != nil {
+			return err
+		}
 	case "fail-check":
 		rec.Equal("answer", 42, 41)
 	case "error":
@@ -224,18 +230,18 @@ func TestRunLayoutAndVerdicts(t *testing.T) {
 	assert.Check(t, is.Contains(stdout.String(), "│ 2 │ fake     │ failed"))
 
 	var junit struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
-		Suite    struct {
-			Skipped int `xml:"skipped,attr"`
-			Errors  int `xml:"errors,attr"`
+		Suite struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Errors   int `xml:"errors,attr"`
 		} `xml:"testsuite"`
 	}
 	data, err := os.ReadFile(filepath.Join(out, "junit.xml"))
 	assert.NilError(t, err)
 	assert.NilError(t, xml.Unmarshal(data, &junit))
-	assert.Equal(t, junit.Tests, 7)
-	assert.Equal(t, junit.Failures, 4)
+	assert.Equal(t, junit.Suite.Tests, 7)
+	assert.Equal(t, junit.Suite.Failures, 4)
 	assert.Equal(t, junit.Suite.Skipped, 2)
 	assert.Equal(t, junit.Suite.Errors, 0)
 	assert.Check(t, is.Contains(string(data), "failure: boom"))
@@ -252,6 +258,26 @@ func TestRunPassedExitsZero(t *testing.T) {
 	var printed evidence.Run
 	assert.NilError(t, json.Unmarshal(stdout.Bytes(), &printed))
 	assert.Equal(t, printed.Verdict.Kind, evidence.Passed)
+}
+
+// A scenario's empty spill directory is removed before the report is
+// signed: a signed report holds no directory without a subject, and the
+// report of a real run verifies.
+func TestRunRemovesEmptyDirectoriesBeforeSigning(t *testing.T) {
+	cfg, out := fakeRun(t, fake{}, "spill", "pass")
+	keys := t.TempDir()
+	_, pubPath, err := attest.GenerateKey(keys)
+	assert.NilError(t, err)
+	cfg.SigningKey, err = attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
+	assert.NilError(t, err)
+	_, err = qualify.Run(context.Background(), cfg)
+	assert.NilError(t, err)
+	_, err = os.Stat(filepath.Join(out, "01-fake", "spill"))
+	assert.Assert(t, errors.Is(err, fs.ErrNotExist), "spill directory left: %v", err)
+	pub, err := attest.LoadPublicKey(pubPath)
+	assert.NilError(t, err)
+	_, err = evidence.VerifyRun(context.Background(), out, pub)
+	assert.NilError(t, err)
 }
 
 func TestRunRefusesNonEmptyOutput(t *testing.T) {

@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/ed25519"
@@ -12,13 +11,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
@@ -74,74 +79,130 @@ func (v verifier) Public() crypto.PublicKey { return v.key }
 // non-regular files are an error: a signed report holds plain files only.
 // More than MaxSubjects files is a *LimitError.
 func Files(dir string) ([]string, error) {
-	var names []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	files, _, err := Tree(dir)
+	return files, err
+}
+
+// Tree lists dir as Files does, and also its subdirectories (sorted slash
+// paths relative to dir, without "."). More than MaxSubjects files, or
+// more than MaxSubjects directories, is a *LimitError.
+func Tree(dir string) (files, dirs []string, err error) {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if len(names) > MaxSubjects {
+		if len(files) > MaxSubjects || len(dirs) > MaxSubjects {
 			return &LimitError{File: ".", Limit: "MaxSubjects", Max: MaxSubjects, Got: -1}
 		}
-		rel, err := filepath.Rel(dir, path)
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
 		switch {
 		case d.IsDir():
+			if rel != "." {
+				dirs = append(dirs, rel)
+			}
 			return nil
 		case !d.Type().IsRegular():
 			return fmt.Errorf("attest: %s is not a regular file (%s)", rel, d.Type())
 		case rel == EnvelopeFile:
 			return nil
 		}
-		names = append(names, rel)
+		files = append(files, rel)
 		return nil
 	})
-	sort.Strings(names)
-	return names, err
+	sort.Strings(files)
+	sort.Strings(dirs)
+	return files, dirs, err
 }
 
-// digestFile returns the hex SHA-256 of name inside root.
-func digestFile(root *os.Root, name string) (string, error) {
-	// O_NONBLOCK: a FIFO planted in a report must not hang verification at
-	// open; only a regular file is hashed.
-	f, err := root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// subjectlessDirs returns the directories of dirs that hold none of
+// subjects at any depth (an empty directory, or one holding only files
+// that are not subjects), as "name/".
+func subjectlessDirs(dirs []string, subjects func(yield func(string) bool)) []string {
+	holds := map[string]bool{}
+	for s := range subjects {
+		for d := path.Dir(s); d != "."; d = path.Dir(d) {
+			holds[d] = true
+		}
+	}
+	var out []string
+	for _, d := range dirs {
+		if !holds[d] {
+			out = append(out, d+"/")
+		}
+	}
+	return out
+}
+
+// openSubject opens name inside root for reading. O_NONBLOCK: a FIFO
+// planted in a report must not hang verification at open; only a regular
+// file is read. Tests replace it to change a file between open and read.
+var openSubject = func(root *os.Root, name string) (*os.File, error) {
+	return root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// readSubject opens name inside root once and returns the hex SHA-256 of
+// what it read. With keep, it also returns those bytes: the file is read
+// into memory, at most max bytes (else a *LimitError naming limit), and
+// hashed from that buffer, so whoever parses the returned bytes parses
+// exactly what was hashed. Without keep the file is hashed as it streams,
+// at most MaxSubjectBytes.
+func readSubject(root *os.Root, name string, keep bool, limit string, max int64) (string, []byte, error) {
+	f, err := openSubject(root, name)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("not a regular file (%v)", st.Mode().Type())
+		return "", nil, fmt.Errorf("not a regular file (%v)", st.Mode().Type())
+	}
+	if keep {
+		if st.Size() > max {
+			return "", nil, &LimitError{File: name, Limit: limit, Max: max, Got: st.Size()}
+		}
+		data, err := ReadBounded(f, name, limit, max)
+		if err != nil {
+			return "", nil, err
+		}
+		sum := sha256.Sum256(data)
+		return hex.EncodeToString(sum[:]), data, nil
 	}
 	if st.Size() > MaxSubjectBytes {
-		return "", &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: st.Size()}
+		return "", nil, &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: st.Size()}
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(f, MaxSubjectBytes+1))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if n > MaxSubjectBytes {
-		return "", &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: -1}
+		return "", nil, &LimitError{File: name, Limit: "MaxSubjectBytes", Max: MaxSubjectBytes, Got: -1}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), nil, nil
 }
 
 // Sign hashes every file of dir (see Files), builds a Statement with
 // predicateType and predicate, signs it with key and writes the envelope
 // to dir/EnvelopeFile. It returns the envelope.
 func Sign(ctx context.Context, dir string, key ed25519.PrivateKey, predicateType string, predicate any) (*dsse.Envelope, error) {
-	names, err := Files(dir)
+	names, dirs, err := Tree(dir)
 	if err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("attest: %s has no files to sign", dir)
+	}
+	// Verify refuses a directory that holds no subject; so does Sign,
+	// rather than sign a report that cannot verify.
+	if empty := subjectlessDirs(dirs, slices.Values(names)); len(empty) > 0 {
+		return nil, fmt.Errorf("attest: %s: directory %s holds no file to sign (remove it first)", dir, strings.Join(empty, ", "))
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -150,7 +211,7 @@ func Sign(ctx context.Context, dir string, key ed25519.PrivateKey, predicateType
 	defer root.Close()
 	st := Statement{Type: StatementType, PredicateType: predicateType}
 	for _, n := range names {
-		d, err := digestFile(root, n)
+		d, _, err := readSubject(root, n, false, "", 0)
 		if err != nil {
 			return nil, fmt.Errorf("attest: digest %s: %w", n, err)
 		}
@@ -224,11 +285,21 @@ type Options struct {
 	PredicateType string
 	// Predicate, when set, checks the predicate JSON (schema, and that it
 	// agrees with the signed files read through read). read returns a
-	// subject's bytes, at most MaxFileBytes (else a *LimitError).
+	// subject's bytes, at most MaxFileBytes (else a *LimitError): the very
+	// bytes whose SHA-256 matched the signed digest, never a second read
+	// of the file.
 	Predicate func(raw json.RawMessage, read func(name string) ([]byte, error)) error
 	// Schema, when set, returns the content check for a subject name, or
-	// nil when that subject has no schema.
+	// nil when that subject has no schema. It is called once per subject,
+	// in the statement's order, before any subject is read; a subject with
+	// a check is read once into memory, hashed from that buffer, and the
+	// buffer is what the check and Predicate see.
 	Schema func(name string) func(data []byte) error
+	// Parsed lists subjects without a Schema that Predicate reads (e.g.
+	// "summary.md"): they too are read once into memory when hashed. A
+	// subject Predicate reads that is in neither is read again then and
+	// its SHA-256 compared with the signed digest once more.
+	Parsed []string
 	// Required lists subjects that must be present, e.g. "evidence.json".
 	Required []string
 }
@@ -281,6 +352,14 @@ type verification struct {
 	st       Statement
 	root     *os.Root
 	listed   map[string]bool
+	// digests are the signed SHA-256s of the listed subjects.
+	digests map[string]string
+	// checks are opts.Schema's checks, asked once per subject.
+	checks map[string]func([]byte) error
+	// content holds the parsed subjects' bytes, exactly as hashed.
+	content map[string][]byte
+	// contentBytes is the sum of content's sizes (MaxParsedBytes).
+	contentBytes int64
 }
 
 func (v *verification) fail(file, format string, args ...any) {
@@ -386,6 +465,13 @@ func (v *verification) checkSubjects(context.Context) bool {
 	}
 	v.root = root
 	v.listed = map[string]bool{}
+	v.digests = map[string]string{}
+	v.checks = map[string]func([]byte) error{}
+	v.content = map[string][]byte{}
+	parsed := map[string]bool{}
+	for _, n := range v.opts.Parsed {
+		parsed[n] = true
+	}
 	for i, s := range v.st.Subject {
 		want := s.Digest["sha256"]
 		if p := subjectNameProblem(s.Name); p != "" {
@@ -401,20 +487,45 @@ func (v *verification) checkSubjects(context.Context) bool {
 			continue
 		}
 		v.listed[s.Name] = true
-		got, err := digestFile(root, s.Name)
-		if err != nil {
-			v.failErr(s.Name, "", err)
-			continue
+		v.digests[s.Name] = want
+		if v.opts.Schema != nil {
+			if check := v.opts.Schema(s.Name); check != nil {
+				v.checks[s.Name] = check
+				parsed[s.Name] = true
+			}
 		}
-		if got != want {
-			v.fail(s.Name, "sha256 mismatch: expected %s, actual %s", want, got)
+		if _, err := v.hashed(s.Name, parsed[s.Name]); err != nil {
+			v.failErr(s.Name, "", err)
 		}
 	}
 	return true
 }
 
+// hashed reads a listed subject once and compares its SHA-256 with the
+// signed digest. With keep, the bytes are kept in v.content (at most
+// MaxFileBytes each and MaxParsedBytes in all) and returned: what is
+// parsed is what was hashed, whatever happens to the file afterwards.
+func (v *verification) hashed(name string, keep bool) ([]byte, error) {
+	limit, max := "MaxFileBytes", int64(MaxFileBytes)
+	if left := MaxParsedBytes - v.contentBytes; left < max {
+		limit, max = "MaxParsedBytes", left
+	}
+	got, data, err := readSubject(v.root, name, keep, limit, max)
+	if err != nil {
+		return nil, err
+	}
+	if want := v.digests[name]; got != want {
+		return nil, fmt.Errorf("sha256 mismatch: expected %s, actual %s", want, got)
+	}
+	if keep {
+		v.content[name] = data
+		v.contentBytes += int64(len(data))
+	}
+	return data, nil
+}
+
 func (v *verification) checkUnlisted(context.Context) bool {
-	files, err := Files(v.dir)
+	files, dirs, err := Tree(v.dir)
 	if err != nil {
 		v.failErr(".", "", err)
 	}
@@ -422,6 +533,12 @@ func (v *verification) checkUnlisted(context.Context) bool {
 		if !v.listed[f] {
 			v.fail(f, "not a subject of the signed statement (added after signing)")
 		}
+	}
+	// A directory is part of what a reader of the report sees (an empty
+	// NN-name/ looks like a scenario's evidence directory): each must
+	// hold a subject.
+	for _, d := range subjectlessDirs(dirs, maps.Keys(v.listed)) {
+		v.fail(d, "directory holding no subject of the signed statement (empty, or added after signing)")
 	}
 	for _, r := range v.opts.Required {
 		if !v.listed[r] {
@@ -431,33 +548,34 @@ func (v *verification) checkUnlisted(context.Context) bool {
 	return v.ok()
 }
 
-// read returns a listed subject's content, at most MaxFileBytes.
+// read returns a listed subject's content, at most MaxFileBytes: the
+// bytes checkSubjects hashed for a schema'd or Parsed subject, else the
+// bytes of one more read whose SHA-256 must again match the signed digest.
 func (v *verification) read(name string) ([]byte, error) {
 	if !v.listed[name] {
 		return nil, fmt.Errorf("%s is not a subject", name)
 	}
-	f, err := v.root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
+	if data, ok := v.content[name]; ok {
+		return data, nil
 	}
-	defer f.Close()
-	return ReadBounded(f, name, "MaxFileBytes", MaxFileBytes)
+	data, err := v.hashed(name, true)
+	if err != nil {
+		return nil, &FileError{File: name, Err: err}
+	}
+	return data, nil
 }
 
 func (v *verification) checkSchemas(context.Context) bool {
-	if v.opts.Schema == nil {
-		return true
-	}
 	for _, s := range v.st.Subject {
-		check := v.opts.Schema(s.Name)
+		check := v.checks[s.Name]
 		if check == nil {
 			continue
 		}
-		data, err := v.read(s.Name)
-		if err == nil {
-			err = check(data)
+		data, ok := v.content[s.Name]
+		if !ok {
+			continue // not read: its problem is already recorded
 		}
-		if err != nil {
+		if err := check(data); err != nil {
 			v.failErr(s.Name, "schema: ", err)
 		}
 	}
@@ -524,22 +642,52 @@ func readFileBounded(path, file, limit string, max int64) ([]byte, error) {
 // trailing data, after scanJSON checked MaxJSONDepth and MaxJSONValues.
 func strictJSON(data []byte, out any) error { return strictJSONFile(data, "json", out) }
 
+// strictOptions make the decoder read a document the way every other JSON
+// reader of a report does (jq, Python, a browser), so that no two readers
+// of one signed file can see different values: object member names match
+// struct fields case-sensitively, a name repeated in one object (at any
+// depth) is an error, as are invalid UTF-8, an unknown member and trailing
+// data. encoding/json matches names case-insensitively and keeps the last
+// duplicate, so {"ok":false,"OK":true} read as true to it and false to jq.
+// github.com/go-json-experiment/json is the maintained upstream of
+// encoding/json/v2 and checks all of this in its tokenizer, where our own
+// pre-pass would have to re-implement JSON string unescaping to compare
+// names; its v1 options keep encoding/json's semantics for everything
+// else (the data model was written for them), and
+// ReportErrorsWithLegacySemantics(false) keeps the member name and its
+// JSON pointer in the errors.
+var strictOptions = []jsonv2.Options{
+	jsonv1.DefaultOptionsV1(),
+	jsonv1.ReportErrorsWithLegacySemantics(false),
+	jsonv2.MatchCaseInsensitiveNames(false),
+	jsonv2.RejectUnknownMembers(true),
+	jsontext.AllowDuplicateNames(false),
+	jsontext.AllowInvalidUTF8(false),
+}
+
 func strictJSONFile(data []byte, file string, out any) error {
 	if err := scanJSON(data, file); err != nil && !errors.Is(err, errSyntax) {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
-		return err
-	}
-	// More() is false before a stray ']' or '}', so ask for the next token:
-	// only a clean end of input is accepted.
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
+	if err := jsonv2.Unmarshal(data, out, strictOptions...); err != nil {
+		return &JSONError{File: file, Err: err}
 	}
 	return nil
 }
+
+// JSONError is a document that is not one strictly well-formed JSON value
+// of the expected shape (see strictOptions): a duplicate or differently
+// cased member name, an unknown member, invalid UTF-8, a syntax error or
+// trailing data. Err's text names the member and its JSON pointer, e.g.
+// `jsontext: duplicate object member name "ok" within "/checks/0"`.
+type JSONError struct {
+	// File is the document concerned, relative to the report directory.
+	File string
+	Err  error
+}
+
+func (e *JSONError) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *JSONError) Unwrap() error { return e.Err }
 
 // StrictJSON is strictJSON for callers' schema checks.
 func StrictJSON(data []byte, out any) error { return strictJSON(data, out) }

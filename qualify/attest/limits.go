@@ -22,6 +22,11 @@ const (
 	// parsed (evidence JSON, junit.xml, summary.md). The largest real
 	// scenario evidence is about 110 KiB.
 	MaxFileBytes = 8 << 20
+	// MaxParsedBytes bounds the sum of the subject files Verify holds in
+	// memory at once to parse them (each at most MaxFileBytes): they are
+	// kept from hashing until the predicate check so that what is parsed
+	// is what was hashed. A real report holds about 2 MiB of them.
+	MaxParsedBytes = 64 << 20
 	// MaxSubjectBytes bounds a subject file that is only hashed.
 	MaxSubjectBytes = 256 << 20
 	// MaxJSONDepth bounds the nesting of arrays and objects in any JSON

@@ -1,13 +1,9 @@
 package evidence
 
 import (
-	"bytes"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"path"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/qualbox/qualbox/qualify/attest"
@@ -207,119 +203,6 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 		}
 	}
 	return files, errors.Join(errs...)
-}
-
-// summaryProblems compares summary.md's verdict line and the first four
-// columns of its table (#, scenario, verdict, checks) with r.
-func summaryProblems(r *Run, data []byte) []string {
-	var out []string
-	if want := fmt.Sprintf("- Verdict: **%s**\n", r.Verdict); !bytes.Contains(data, []byte(want)) {
-		out = append(out, fmt.Sprintf("has no line %q", strings.TrimSpace(want)))
-	}
-	var rows [][]string
-	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "|:") {
-			continue // not a table line, or the alignment line
-		}
-		cells := strings.Split(line, "|")
-		if len(cells) > 1 && strings.TrimSpace(cells[1]) == "#" {
-			continue // the header
-		}
-		if len(cells) < 6 {
-			out = append(out, fmt.Sprintf("table row %q has too few columns", line))
-			continue
-		}
-		row := make([]string, 4)
-		for i := range row {
-			row[i] = strings.TrimSpace(cells[i+1])
-		}
-		rows = append(rows, row)
-	}
-	want := tableRows(r)
-	if len(rows) != len(want) {
-		return append(out, fmt.Sprintf("table has %d scenario rows, evidence.json %d scenarios", len(rows), len(want)))
-	}
-	for i, row := range rows {
-		if !slices.Equal(row, want[i][:4]) {
-			out = append(out, fmt.Sprintf("row %d is %s, evidence.json says %s", i+1, strings.Join(row, " | "), strings.Join(want[i][:4], " | ")))
-		}
-	}
-	return out
-}
-
-// junitProblems compares junit.xml's counts and test cases with r. The
-// errors attribute is optional here: reports written before it existed
-// still verify.
-func junitProblems(r *Run, data []byte) []string {
-	var doc struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
-		Suites   []struct {
-			Tests    int `xml:"tests,attr"`
-			Failures int `xml:"failures,attr"`
-			Errors   int `xml:"errors,attr"`
-			Skipped  int `xml:"skipped,attr"`
-			Cases    []struct {
-				Name    string    `xml:"name,attr"`
-				Failure *struct{} `xml:"failure"`
-				Error   *struct{} `xml:"error"`
-				Skipped *struct{} `xml:"skipped"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	if err := xml.Unmarshal(data, &doc); err != nil {
-		return []string{err.Error()}
-	}
-	if len(doc.Suites) != 1 {
-		return []string{fmt.Sprintf("%d test suites, want 1", len(doc.Suites))}
-	}
-	var out []string
-	suite := doc.Suites[0]
-	failed, skipped := 0, 0
-	for _, s := range r.Scenarios {
-		switch s.Verdict.Kind {
-		case Failed:
-			failed++
-		case Skipped, NotApplicable:
-			skipped++
-		}
-	}
-	for _, c := range []struct {
-		what      string
-		got, want int
-	}{
-		{"testsuites tests", doc.Tests, len(r.Scenarios)},
-		{"testsuites failures", doc.Failures, failed},
-		{"testsuite tests", suite.Tests, len(r.Scenarios)},
-		{"testsuite failures", suite.Failures, failed},
-		{"testsuite errors", suite.Errors, 0},
-		{"testsuite skipped", suite.Skipped, skipped},
-	} {
-		if c.got != c.want {
-			out = append(out, fmt.Sprintf("%s=%d, evidence.json says %d", c.what, c.got, c.want))
-		}
-	}
-	if len(suite.Cases) != len(r.Scenarios) {
-		return append(out, fmt.Sprintf("%d test cases, evidence.json %d scenarios", len(suite.Cases), len(r.Scenarios)))
-	}
-	for i, c := range suite.Cases {
-		s := r.Scenarios[i]
-		got := "passed"
-		switch {
-		case c.Failure != nil || c.Error != nil:
-			got = "failed"
-		case c.Skipped != nil:
-			got = "skipped"
-		}
-		want := map[Kind]string{Failed: "failed", Skipped: "skipped", NotApplicable: "skipped"}[s.Verdict.Kind]
-		if want == "" {
-			want = "passed"
-		}
-		if c.Name != s.Name || got != want {
-			out = append(out, fmt.Sprintf("test case %d is %s %s, evidence.json says %s %s", i+1, c.Name, got, s.Name, s.Verdict.Kind))
-		}
-	}
-	return out
 }
 
 // isScenarioEvidence reports whether a subject name is a scenario's

@@ -75,12 +75,12 @@ func TestJUnitMapsVerdicts(t *testing.T) {
 	assert.NilError(t, err)
 	golden.Assert(t, string(data), "junit.xml.golden")
 	var doc struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
-		Suite    struct {
-			Skipped int `xml:"skipped,attr"`
-			Errors  int `xml:"errors,attr"`
-			Cases   []struct {
+		Suite struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Errors   int `xml:"errors,attr"`
+			Cases    []struct {
 				Name    string    `xml:"name,attr"`
 				Failure *struct{} `xml:"failure"`
 				Skipped *struct{} `xml:"skipped"`
@@ -88,8 +88,8 @@ func TestJUnitMapsVerdicts(t *testing.T) {
 		} `xml:"testsuite"`
 	}
 	assert.NilError(t, xml.Unmarshal(data, &doc))
-	assert.Equal(t, doc.Tests, 4)
-	assert.Equal(t, doc.Failures, 1)
+	assert.Equal(t, doc.Suite.Tests, 4)
+	assert.Equal(t, doc.Suite.Failures, 1)
 	assert.Equal(t, doc.Suite.Skipped, 2)
 	assert.Equal(t, doc.Suite.Errors, 0)
 	c := doc.Suite.Cases

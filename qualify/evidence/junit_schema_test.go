@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
@@ -145,4 +147,73 @@ func TestJUnitFollowsTheCommonSchema(t *testing.T) {
 		"<testsuites skipped=...>: attribute not declared",
 		"element <bogus> is not declared",
 	})
+}
+
+// xmllint returns the xmllint binary (Debian's libxml2-utils), skipping
+// the test where it is missing; under CI it must be there.
+func xmllint(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("xmllint")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("xmllint is required under CI: apt-get install -y libxml2-utils")
+		}
+		t.Skip("xmllint not installed (apt-get install -y libxml2-utils)")
+	}
+	return p
+}
+
+// junit.xml validates, by a real XSD validator, against both schemas CI
+// consumers check it with: Jenkins' junit-10 (junit-common.xsd) and the
+// Apache Ant JUnit schema (JUnit.xsd, vendored from windyroad's
+// JUnit-Schema, Apache-2.0, see JUnit.xsd.LICENSE), for every verdict
+// kind and a run with no scenario.
+func TestJUnitValidatesAgainstJenkinsAndAntSchemas(t *testing.T) {
+	bin := xmllint(t)
+	run, scenarios := fixedRun()
+	empty, _ := fixedRun()
+	empty.Scenarios = nil
+	passed, _ := fixedRun()
+	passed.Scenarios = passed.Scenarios[:1]
+	passed.Verdict = evidence.Verdict{Kind: evidence.Passed}
+	dir := t.TempDir()
+	for name, r := range map[string]*evidence.Run{"fixed": run, "empty": empty, "passed": passed} {
+		data, err := evidence.JUnit(r, scenarios)
+		assert.NilError(t, err)
+		path := filepath.Join(dir, name+".xml")
+		assert.NilError(t, os.WriteFile(path, data, 0o644))
+		for _, schema := range []string{"junit-common.xsd", "JUnit.xsd"} {
+			out, err := exec.Command(bin, "--noout", "--nonet", "--schema", filepath.Join("testdata", schema), path).CombinedOutput()
+			assert.Check(t, err == nil, "%s against %s: %v\n%s", name, schema, err, out)
+		}
+	}
+
+	// The validators are not vacuous: the layout written before (counts
+	// on testsuites, system-out in a testcase, a zoned timestamp) fails
+	// Ant's schema.
+	old := filepath.Join(dir, "old.xml")
+	assert.NilError(t, os.WriteFile(old, []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="qualbox" tests="1" failures="0" errors="0" time="1.000">
+  <testsuite name="q" tests="1" failures="0" errors="0" skipped="0" time="1.000" timestamp="2026-11-29T10:00:00Z">
+    <properties></properties>
+    <testcase name="a" classname="q" time="1.000"><system-out>evidence: 01-a/evidence.json</system-out></testcase>
+  </testsuite>
+</testsuites>
+`), 0o644))
+	out, err := exec.Command(bin, "--noout", "--nonet", "--schema", filepath.Join("testdata", "JUnit.xsd"), old).CombinedOutput()
+	assert.Assert(t, err != nil, "the old layout validated against Ant's schema")
+	assert.Check(t, is.Contains(string(out), "The attribute 'name' is not allowed"), "%s", out)
+}
+
+// Committed reports written before junit.xml followed Ant's schema need
+// not validate against it, but each is one well-formed document.
+func TestCommittedJUnitIsWellFormed(t *testing.T) {
+	bin := xmllint(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "reports", "*", "*", "junit.xml"))
+	assert.NilError(t, err)
+	assert.Assert(t, len(files) > 0, "no committed reports")
+	for _, f := range files {
+		out, err := exec.Command(bin, "--noout", "--nonet", f).CombinedOutput()
+		assert.Check(t, err == nil, "%s: %v\n%s", f, err, out)
+	}
 }
