@@ -8,6 +8,11 @@ MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 # public key (reports/keys/) may sign which row, and when, is stated by the
 # trust entries of reports/gate-policy.yaml only (docs/qualification.md#gate).
 KEYS    ?= /var/lib/qualbox/keys
+# Reports record the qualify build's VCS revision and dirty flag, and the
+# shipped gate policies demand a clean revision: stamp it even where the
+# environment sets GOFLAGS=-buildvcs=false. Run from a clean checkout, with
+# OUT outside it (an untracked file makes the build "dirty").
+QUALIFY_GOFLAGS ?= -buildvcs=auto
 
 .PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate
 
@@ -35,22 +40,22 @@ test: engine
 
 ## qualify: build the guest image, run $(MANIFEST) against the real Engine, write and sign reports/runs/<timestamp>/.
 qualify: engine $(KEYS)/qualbox-ed25519.key
-	$(GO) run ./cmd/qualify run --manifest $(MANIFEST) --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
+	GOFLAGS=$(QUALIFY_GOFLAGS) $(GO) run ./cmd/qualify run --manifest $(MANIFEST) --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
 
 ## qualify-lane-b: the same catalogue against lane B (builds and starts it if needed).
 qualify-lane-b: engine-b $(KEYS)/qualbox-ed25519.key
-	$(GO) run ./cmd/qualify run --manifest manifests/linux-x64-cgroupv1-lane-b.yaml --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
+	GOFLAGS=$(QUALIFY_GOFLAGS) $(GO) run ./cmd/qualify run --manifest manifests/linux-x64-cgroupv1-lane-b.yaml --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
 
 ## qualify-linux-x64: lane C (docs/lanes.md#lane-c): boot the cached cgroup v2 + systemd + AppArmor
 ## guest under QEMU TCG, run manifests/linux-x64.yaml and the driver's conformance suite inside it,
 ## write and sign reports/runs/<timestamp>/ (or OUT=). Builds the guest image on first use (minutes).
 qualify-linux-x64: $(KEYS)/qualbox-ed25519.key
-	scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
+	GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
 
 ## test-lane-c: the same into $(LANEC_OUT), then verify the signed report with $(KEYS)/qualbox-ed25519.pub.
 LANEC_OUT := $(or $(OUT),reports/runs/lanec-$(shell date -u +%Y%m%dT%H%M%SZ))
 test-lane-c: $(KEYS)/qualbox-ed25519.key
-	scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key --out $(LANEC_OUT)
+	GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key --out $(LANEC_OUT)
 	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(LANEC_OUT)
 
 ## lanec-image: assemble (or find cached) lane C's guest image under /var/cache/qualbox/lanec.
