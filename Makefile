@@ -11,8 +11,9 @@ KEYS    ?= /var/lib/qualbox/keys
 # Reports record the qualify build's VCS revision and dirty flag, and the
 # shipped gate policies demand a clean revision: stamp it even where the
 # environment sets GOFLAGS=-buildvcs=false. Run from a clean checkout, with
-# OUT outside it (an untracked file makes the build "dirty").
-QUALIFY_GOFLAGS ?= -buildvcs=auto
+# OUT outside it (an untracked file makes the build "dirty"). go run stamps
+# only with -buildvcs=true, which fails outside a checkout (a tarball).
+QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
 .PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate
 
