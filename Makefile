@@ -1,7 +1,9 @@
 # qualbox: see README.md. Every target that needs a Docker Engine brings one
 # up first (scripts/engine.sh, lane A of docs/lanes.md).
 GO      ?= go
-PKGS    := github.com/qualbox/qualbox/...
+# One module, github.com/qualbox/qualbox, at the repository root (README.md,
+# Install): ./... is every package.
+PKGS    := ./...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 # KEYS holds this machine's report signing key pair, generated on first use
 # outside the repository: a private key never enters git. TRUSTED_KEYS are
@@ -10,7 +12,7 @@ MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 KEYS    ?= /var/lib/qualbox/keys
 TRUSTED_KEYS ?= $(wildcard reports/keys/*.pub)
 
-.PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify gate
+.PHONY: cross fuzz release test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify gate
 
 engine:
 	@scripts/engine.sh up
@@ -29,7 +31,7 @@ engine-b-down:
 test-lane-b: engine-b
 	QUALBOX_ENGINE_SOCKET=/run/qualbox-moby/docker.sock $(GO) test -count=1 -timeout 30m ./driver/...
 
-## test: vet and test every module, including the tests that need the real Engine.
+## test: vet and test every package, including the tests that need the real Engine.
 test: engine
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 60m $(PKGS)
@@ -83,7 +85,7 @@ cross:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/qualify
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/observe
 
-## lint: formatting, vet and staticcheck across the workspace.
+## lint: formatting, vet and staticcheck across the module.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
