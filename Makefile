@@ -85,6 +85,14 @@ cross:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/qualify
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/observe
 
+## release: dist/qualify-<os>-<arch> and dist/observe-<os>-<arch> for linux/amd64, linux/arm64 and
+## darwin/arm64 (CGO_ENABLED=0, -trimpath), built like `go install github.com/qualbox/qualbox/cmd/qualify@$(VERSION)`
+## from the work tree packed at VERSION (internal/release), and dist/SHA256SUMS over them.
+## VERSION defaults to git describe; without a tag that is made v0.0.0-g<commit>[-dirty].
+VERSION ?= $(shell git describe --tags --always --dirty)
+release:
+	$(GO) run ./internal/release/mkrelease -version '$(VERSION)' -out dist
+
 ## lint: formatting, vet and staticcheck across the module.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -4,12 +4,11 @@
 //	go install github.com/qualbox/qualbox/cmd/qualify@<tag>
 //
 // It packs the current work tree as module github.com/qualbox/qualbox at
-// a test version into a file-based module proxy (the GOPROXY file layout:
-// <module>/@v/list, <version>.info, .mod and .zip made with
-// golang.org/x/mod/zip), serves every dependency from the local module
-// cache's cache/download directory (itself a valid file proxy), and runs
-// go install in an empty directory with workspace mode off and no network.
-// A replace or exclude directive in go.mod, a sub-module cut out of the
-// zip, or a go.sum that lacks a line the build needs makes it fail, as it
-// would for a consumer.
+// a test version into a file-based module proxy (internal/release: the
+// GOPROXY file layout, the zip made with golang.org/x/mod/zip), serves
+// every dependency from the local module cache's cache/download directory
+// (itself a valid file proxy), and runs go install in an empty directory
+// with workspace mode off and no network. A replace or exclude directive
+// in go.mod, a file a module zip cannot hold, or a go.sum that lacks a
+// line the build needs makes it fail, as it would for a consumer.
 package releasetest
