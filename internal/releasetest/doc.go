@@ -9,6 +9,7 @@
 // every dependency from the local module cache's cache/download directory
 // (itself a valid file proxy), and runs go install in an empty directory
 // with workspace mode off and no network. A replace or exclude directive
-// in go.mod, a file a module zip cannot hold, or a go.sum that lacks a
-// line the build needs makes it fail, as it would for a consumer.
+// in go.mod, a file a module zip cannot hold (a name reserved on Windows)
+// or a sub-module (cut out of the zip, with the packages cmd/qualify
+// imports from it) makes it fail, as it would for a consumer.
 package releasetest
