@@ -87,11 +87,15 @@ cross:
 
 ## release: dist/qualify-<os>-<arch> and dist/observe-<os>-<arch> for linux/amd64, linux/arm64 and
 ## darwin/arm64 (CGO_ENABLED=0, -trimpath), built like `go install github.com/qualbox/qualbox/cmd/qualify@$(VERSION)`
-## from the work tree packed at VERSION (internal/release), and dist/SHA256SUMS over them.
+## from the work tree packed at VERSION (internal/release); the guest image (probe + static busybox) as
+## dist/qualbox-guest-linux-<arch>.tar for each arch with a BUSYBOX_<ARCH> (default: the host's
+## /bin/busybox for the host's arch), its image ID in dist/GUEST-IMAGES; dist/SHA256SUMS over them all.
 ## VERSION defaults to git describe; without a tag that is made v0.0.0-g<commit>[-dirty].
 VERSION ?= $(shell git describe --tags --always --dirty)
+BUSYBOX_$(shell $(GO) env GOHOSTARCH | tr a-z A-Z) ?= $(wildcard /bin/busybox)
 release:
-	$(GO) run ./internal/release/mkrelease -version '$(VERSION)' -out dist
+	$(GO) run ./internal/release/mkrelease -version '$(VERSION)' -out dist \
+		$(if $(BUSYBOX_AMD64),-busybox-amd64 '$(BUSYBOX_AMD64)') $(if $(BUSYBOX_ARM64),-busybox-arm64 '$(BUSYBOX_ARM64)')
 
 ## lint: formatting, vet and staticcheck across the module.
 lint:

@@ -3,7 +3,8 @@
 // builds it: the work tree is packed as the module at the release version
 // into a file-based module proxy, and the commands are installed from
 // that proxy, with dependencies from the local module cache, for every
-// release platform (CGO_ENABLED=0, -trimpath). The version a binary
+// release platform (CGO_ENABLED=0, -trimpath); so is the guest probe that
+// goes, with a static busybox, into the guest image archives. The version a binary
 // prints, and the harness identity it writes into signed evidence, is
 // then the module version from its build information, exactly as for a
 // consumer's install; such a build carries no VCS stamp.
@@ -21,10 +22,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/qualbox/qualbox/testbed/guest"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 	modzip "golang.org/x/mod/zip"
@@ -40,6 +43,15 @@ var Commands = []string{"cmd/qualify", "cmd/observe"}
 // hosts of docs/lanes.md and the Apple Silicon controller of the Mac
 // handoff (README.md).
 var Platforms = []string{"linux/amd64", "linux/arm64", "darwin/arm64"}
+
+// ProbeCommand is the guest probe's main package, relative to Module; it is
+// installed for the Linux platforms and goes into the guest image archives.
+const ProbeCommand = "testbed/guest/probe"
+
+// ImagesFile is the name of the file listing the guest image archives:
+// one "<image ID>  <archive name>" line per archive, the ID being the
+// config digest guest.WriteArchive returns.
+const ImagesFile = "GUEST-IMAGES"
 
 // SumsFile is the name of the checksum file in the output directory: one
 // "<sha256 hex>  <file name>" line per artifact, sorted by name, the
@@ -224,16 +236,24 @@ func InstallEnv(environ []string, proxy, modcache, gopath, installModcache, goca
 type Options struct {
 	Root      string   // repository root: the work tree packed
 	Version   string   // module version, already checked by Version
-	Out       string   // output directory; its earlier artifacts are replaced
+	Out       string   // output directory; the artifacts of an earlier release in it are removed first
 	Platforms []string // GOOS/GOARCH pairs; nil means Platforms
 	GoTool    string   // go command; "" means "go" on PATH
-	Log       io.Writer
+	// Busybox maps a Linux GOARCH ("amd64", "arm64") to the static
+	// busybox its guest image archive is built with; an architecture
+	// without one gets no archive (logged).
+	Busybox map[string]string
+	Log     io.Writer
 }
 
 // Build packs opts.Root at opts.Version, installs every Command from that
 // proxy for every platform, copies each binary to
-// opts.Out/<command>-<goos>-<goarch> and writes opts.Out/SumsFile over
-// them. It returns the artifact names, sorted. Errors name the step and
+// opts.Out/<command>-<goos>-<goarch>, and for every Linux platform with a
+// busybox in opts.Busybox writes the guest image (that busybox and
+// ProbeCommand installed the same way) as the docker-archive
+// opts.Out/qualbox-guest-linux-<goarch>.tar, listed with its image ID in
+// opts.Out/ImagesFile. Last it writes opts.Out/SumsFile over the binaries
+// and archives. It returns their names, sorted. Errors name the step and
 // carry the go command's output.
 func Build(opts Options) ([]string, error) {
 	if opts.GoTool == "" {
@@ -299,21 +319,39 @@ func Build(opts Options) ([]string, error) {
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
+	// What an earlier release wrote goes, so that nothing stale sits
+	// beside SumsFile unlisted; other files in opts.Out stay.
+	for _, p := range Platforms {
+		goos, goarch, _ := strings.Cut(p, "/")
+		stale := []string{"qualbox-guest-" + goos + "-" + goarch + ".tar"}
+		for _, c := range Commands {
+			stale = append(stale, filepath.Base(c)+"-"+goos+"-"+goarch)
+		}
+		for _, n := range append(stale, SumsFile, ImagesFile) {
+			if err := os.Remove(filepath.Join(opts.Out, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("release: %w", err)
+			}
+		}
+	}
 	targets := make([]string, len(Commands))
 	for i, c := range Commands {
 		targets[i] = Module + "/" + c + "@" + opts.Version
 	}
-	var names []string
+	var names, images []string
 	for _, p := range opts.Platforms {
 		goos, goarch, ok := strings.Cut(p, "/")
 		if !ok || goos == "" || goarch == "" {
 			return nil, fmt.Errorf("release: platform %q is not GOOS/GOARCH", p)
 		}
 		gopath := filepath.Join(tmp, "gopath-"+goos+"-"+goarch)
-		cmd := exec.Command(opts.GoTool, append([]string{"install"}, targets...)...)
+		install := targets
+		if goos == "linux" {
+			install = append(slices.Clone(targets), Module+"/"+ProbeCommand+"@"+opts.Version)
+		}
+		cmd := exec.Command(opts.GoTool, append([]string{"install"}, install...)...)
 		cmd.Dir = tmp
 		cmd.Env = append(InstallEnv(os.Environ(), proxy, modcache, gopath, filepath.Join(tmp, "modcache"), gocache), "GOOS="+goos, "GOARCH="+goarch)
-		fmt.Fprintf(opts.Log, "release: go install %s for %s\n", strings.Join(targets, " "), p)
+		fmt.Fprintf(opts.Log, "release: go install %s for %s\n", strings.Join(install, " "), p)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("release: go install for %s: %w: %s", p, err, bytes.TrimSpace(out))
 		}
@@ -329,12 +367,59 @@ func Build(opts Options) ([]string, error) {
 			}
 			names = append(names, name)
 		}
+		if goos != "linux" {
+			continue
+		}
+		busybox := opts.Busybox[goarch]
+		if busybox == "" {
+			fmt.Fprintf(opts.Log, "release: no static busybox for linux/%s given (BUSYBOX_%s=...): no guest image archive for it\n", goarch, strings.ToUpper(goarch))
+			continue
+		}
+		name := "qualbox-guest-linux-" + goarch + ".tar"
+		id, err := writeImage(filepath.Join(opts.Out, name), busybox, filepath.Join(bin, filepath.Base(ProbeCommand)), goarch)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(opts.Log, "release: %s: guest image %s (docker load -i %s)\n", name, id, name)
+		images = append(images, id+"  "+name+"\n")
+		names = append(names, name)
 	}
 	sort.Strings(names)
+	sort.Strings(images)
+	imagesPath := filepath.Join(opts.Out, ImagesFile)
+	if len(images) == 0 {
+		if err := os.Remove(imagesPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+	} else if err := os.WriteFile(imagesPath, []byte(strings.Join(images, "")), 0o644); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
 	if err := WriteSums(opts.Out, names); err != nil {
 		return nil, err
 	}
 	return names, nil
+}
+
+// writeImage writes the guest image archive for arch at dst from the
+// busybox and probe files, and returns its image ID.
+func writeImage(dst, busybox, probe, arch string) (string, error) {
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		return "", fmt.Errorf("release: busybox for %s: %w", arch, err)
+	}
+	pb, err := os.ReadFile(probe)
+	if err != nil {
+		return "", fmt.Errorf("release: probe for %s: %w", arch, err)
+	}
+	var buf bytes.Buffer
+	id, err := guest.WriteArchive(&buf, guest.ArchiveOptions{Busybox: bb, Probe: pb, Architecture: arch})
+	if err != nil {
+		return "", fmt.Errorf("release: guest image for %s (busybox %s): %w", arch, busybox, err)
+	}
+	if err := os.WriteFile(dst, buf.Bytes(), 0o644); err != nil {
+		return "", fmt.Errorf("release: %w", err)
+	}
+	return id, nil
 }
 
 // copyOut replaces dst with a copy of src, mode 0755.

@@ -27,8 +27,10 @@ type ArchiveOptions struct {
 // naming both, untagged. Every entry and the config's creation time are
 // at the Unix epoch, so the archive's bytes depend only on the two
 // binaries. It returns the image ID, "sha256:" and the hex SHA-256 of the
-// config, the ID `docker load` gives the image (it differs from the ID of
-// Build's import, whose config the Engine writes).
+// config: the ID an Engine with the classic image store gives the loaded
+// image (one with the containerd image store names it by the manifest
+// digest it creates on load instead). It differs from the ID of Build's
+// import, whose config the Engine writes.
 //
 // Errors: an Architecture other than amd64 or arm64, a busybox or probe
 // that is not a static ELF executable for it, or w's write error.
