@@ -1,7 +1,9 @@
 # qualbox: see README.md. Every target that needs a Docker Engine brings one
 # up first (scripts/engine.sh, lane A of docs/lanes.md).
 GO      ?= go
-PKGS    := github.com/qualbox/qualbox/...
+# One module, github.com/qualbox/qualbox, at the repository root (README.md,
+# Install): ./... is every package.
+PKGS    := ./...
 MANIFEST ?= manifests/linux-x64-cgroupv1.yaml
 # KEYS holds this machine's report signing key pair, generated on first use
 # outside the repository: a private key never enters git. Which committed
@@ -15,7 +17,7 @@ KEYS    ?= /var/lib/qualbox/keys
 # only with -buildvcs=true, which fails outside a checkout (a tarball).
 QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
-.PHONY: cross fuzz test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate
+.PHONY: cross fuzz release test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate
 
 engine:
 	@scripts/engine.sh up
@@ -34,7 +36,7 @@ engine-b-down:
 test-lane-b: engine-b
 	QUALBOX_ENGINE_SOCKET=/run/qualbox-moby/docker.sock $(GO) test -count=1 -timeout 30m ./driver/...
 
-## test: vet and test every module, including the tests that need the real Engine.
+## test: vet and test every package, including the tests that need the real Engine.
 test: engine
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 60m $(PKGS)
@@ -88,7 +90,19 @@ cross:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/qualify
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/observe
 
-## lint: formatting, vet and staticcheck across the workspace.
+## release: dist/qualify-<os>-<arch> and dist/observe-<os>-<arch> for linux/amd64, linux/arm64 and
+## darwin/arm64 (CGO_ENABLED=0, -trimpath), built like `go install github.com/qualbox/qualbox/cmd/qualify@$(VERSION)`
+## from the work tree packed at VERSION (internal/release); the guest image (probe + static busybox) as
+## dist/qualbox-guest-linux-<arch>.tar for each arch with a BUSYBOX_<ARCH> (default: the host's
+## /bin/busybox for the host's arch), its image ID in dist/GUEST-IMAGES; dist/SHA256SUMS over them all.
+## VERSION defaults to git describe; without a tag that is made v0.0.0-g<commit>[-dirty].
+VERSION ?= $(shell git describe --tags --always --dirty)
+BUSYBOX_$(shell $(GO) env GOHOSTARCH | tr a-z A-Z) ?= $(wildcard /bin/busybox)
+release:
+	$(GO) run ./internal/release/mkrelease -version '$(VERSION)' -out dist \
+		$(if $(BUSYBOX_AMD64),-busybox-amd64 '$(BUSYBOX_AMD64)') $(if $(BUSYBOX_ARM64),-busybox-arm64 '$(BUSYBOX_ARM64)')
+
+## lint: formatting, vet and staticcheck across the module.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the workspace for FUZZTIME each (default 30s),
+# Runs every fuzz target of the module for FUZZTIME each (default 30s),
 # one at a time at low priority, and copies the inputs each run found
 # interesting into the package's testdata/fuzz/<Target>/ seed corpus, which
 # `go test` (and so `make test`) runs on every test run. Targets are found

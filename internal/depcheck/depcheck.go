@@ -1,25 +1,31 @@
-// Package depcheck keeps the module layering of docs/architecture.md: the
-// contract (sandboxapi), the profile data (profiles) and the test bed
+// Package depcheck keeps the package layering of docs/architecture.md:
+// the contract (sandboxapi), the profile data (profiles) and the test bed
 // (testbed) at the bottom, the driver above them, the harness (qualify)
 // above the driver, and the commands (cmd) on top. It checks package
-// imports, test imports included, and the requirement edges between the
-// workspace's modules, and reports any cycle among those modules.
+// imports, test imports included; that the shipped binaries link no
+// test-only package and no package of a test-only module; and that the
+// repository stays one module, github.com/qualbox/qualbox, without
+// replace or exclude directives, sub-modules or a go.work file, so that
+// `go install github.com/qualbox/qualbox/cmd/qualify@<tag>` works outside
+// a checkout (README.md, Install).
 package depcheck
 
 import (
-	"bufio"
-	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+
+	"golang.org/x/mod/modfile"
 )
 
-// Module is the root module path; every other module of the workspace is
-// Module + "/" + its directory.
+// Module is the path of the repository's one module; every package's
+// import path is Module + "/" + its directory.
 const Module = "github.com/qualbox/qualbox"
 
 // Rule says which import prefixes a package prefix must not reach,
@@ -141,113 +147,6 @@ func under(path, prefix string) bool {
 	return path == prefix || strings.HasPrefix(path, prefix+"/")
 }
 
-// Edge is one requirement between two modules of the workspace.
-type Edge struct{ From, To string }
-
-// ModuleEdges runs `go mod graph` (workspace mode off) in every module
-// directory under root that has a go.mod and returns the requirement edges
-// whose both ends are modules under prefix.
-func ModuleEdges(root, prefix string) ([]Edge, error) {
-	var dirs []string
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && d.Name() == "go.mod" {
-			dirs = append(dirs, filepath.Dir(p))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	seen := map[Edge]bool{}
-	var edges []Edge
-	for _, dir := range dirs {
-		cmd := exec.Command("go", "mod", "graph")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("go mod graph in %s: %w: %s", dir, err, stderrOf(err))
-		}
-		sc := bufio.NewScanner(bytes.NewReader(out))
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) != 2 {
-				continue
-			}
-			e := Edge{modPath(f[0]), modPath(f[1])}
-			if under(e.From, prefix) && under(e.To, prefix) && !seen[e] {
-				seen[e] = true
-				edges = append(edges, e)
-			}
-		}
-	}
-	return edges, nil
-}
-
-func modPath(s string) string {
-	if i := strings.Index(s, "@"); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// Cycle returns one cycle among edges as a path that starts and ends at the
-// same module, or nil when the graph is acyclic.
-func Cycle(edges []Edge) []string {
-	next := map[string][]string{}
-	var nodes []string
-	for _, e := range edges {
-		if _, ok := next[e.From]; !ok {
-			nodes = append(nodes, e.From)
-		}
-		next[e.From] = append(next[e.From], e.To)
-	}
-	sort.Strings(nodes)
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := map[string]int{}
-	var stack []string
-	var found []string
-	var visit func(n string) bool
-	visit = func(n string) bool {
-		color[n] = grey
-		stack = append(stack, n)
-		for _, m := range next[n] {
-			switch color[m] {
-			case grey:
-				for i, s := range stack {
-					if s == m {
-						found = append(append([]string{}, stack[i:]...), m)
-						return true
-					}
-				}
-			case white:
-				if visit(m) {
-					return true
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		color[n] = black
-		return false
-	}
-	for _, n := range nodes {
-		if color[n] == white && visit(n) {
-			return found
-		}
-	}
-	return nil
-}
-
 func stderrOf(err error) string {
 	if ee, ok := err.(*exec.ExitError); ok {
 		return strings.TrimSpace(string(ee.Stderr))
@@ -255,22 +154,156 @@ func stderrOf(err error) string {
 	return ""
 }
 
-// CheckModules returns one message per requirement edge that a rule
-// forbids (the driver module requiring the qualify module, say), sorted.
-func CheckModules(edges []Edge, rules []Rule) []string {
+// Shipped lists the main packages whose binaries leave the repository:
+// `make release` builds cmd/qualify and cmd/observe, and the guest image
+// carries the probe.
+var Shipped = []string{
+	Module + "/cmd/qualify",
+	Module + "/cmd/observe",
+	Module + "/testbed/guest/probe",
+}
+
+// Platforms are the GOOS/GOARCH pairs `make release` builds Shipped for;
+// build constraints can make a package link different code on each.
+var Platforms = []string{"linux/amd64", "linux/arm64", "darwin/arm64"}
+
+// TestOnlyModules lists modules that the module requires only for its
+// tests and for the TestOnly fixtures: no package of theirs may be linked
+// into a Shipped binary. A module that go.mod requires and no shipped
+// binary links belongs here.
+var TestOnlyModules = []string{
+	"github.com/google/go-cmp",
+	"github.com/stretchr/testify",
+	"github.com/testcontainers/testcontainers-go",
+	"go.uber.org/goleak",
+	"golang.org/x/mod", // depcheck and the release test read and build modules
+	"gotest.tools/v3",
+}
+
+// Dep is one package a binary links: its import path and the path of the
+// module that provides it ("" for the standard library).
+type Dep struct{ ImportPath, Module string }
+
+// ListDeps runs `go list -deps` on mains in dir for platform ("GOOS/GOARCH",
+// with CGO_ENABLED=0 as `make release` builds) and returns, for each of
+// mains, every package it links with that package's module. Errors name
+// the go list invocation and carry its stderr.
+func ListDeps(dir, platform string, mains ...string) (map[string][]Dep, error) {
+	goos, goarch, ok := strings.Cut(platform, "/")
+	if !ok || goos == "" || goarch == "" {
+		return nil, fmt.Errorf("depcheck: platform %q is not GOOS/GOARCH", platform)
+	}
+	args := append([]string{"list", "-deps", "-f", "{{.ImportPath}}\t{{with .Module}}{{.Path}}{{end}}\t{{if not .DepOnly}}{{join .Deps \" \"}}{{end}}"}, mains...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("depcheck: go list -deps %s for %s: %w: %s", strings.Join(mains, " "), platform, err, stderrOf(err))
+	}
+	module := map[string]string{}
+	roots := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("depcheck: go list -deps for %s: unexpected line %q", platform, line)
+		}
+		module[f[0]] = f[1]
+		if slices.Contains(mains, f[0]) {
+			roots[f[0]] = strings.Fields(f[2])
+		}
+	}
+	deps := map[string][]Dep{}
+	for _, m := range mains {
+		d, ok := roots[m]
+		if !ok {
+			return nil, fmt.Errorf("depcheck: go list -deps for %s did not list %s", platform, m)
+		}
+		for _, p := range d {
+			deps[m] = append(deps[m], Dep{ImportPath: p, Module: module[p]})
+		}
+	}
+	return deps, nil
+}
+
+// CheckShipped returns one message per package of deps (what the shipped
+// binary main links) that is under a testOnly package or comes from one of
+// testOnlyModules, sorted.
+func CheckShipped(main string, deps []Dep, testOnly, testOnlyModules []string) []string {
 	var errs []string
-	for _, e := range edges {
-		for _, r := range rules {
-			if e.From != r.Package {
-				continue
+	for _, d := range deps {
+		for _, f := range testOnly {
+			if under(d.ImportPath, f) {
+				errs = append(errs, fmt.Sprintf("%s (shipped) links the test-only package %s", main, d.ImportPath))
 			}
-			for _, b := range r.Forbidden {
-				if under(e.To, b) {
-					errs = append(errs, fmt.Sprintf("module %s requires module %s (forbidden: %s)", e.From, e.To, b))
-				}
-			}
+		}
+		if d.Module != "" && slices.Contains(testOnlyModules, d.Module) {
+			errs = append(errs, fmt.Sprintf("%s (shipped) links %s of the test-only module %s", main, d.ImportPath, d.Module))
 		}
 	}
 	sort.Strings(errs)
-	return errs
+	return slices.Compact(errs)
+}
+
+// CheckModuleLayout returns one message per way the repository at root
+// stops being the one installable module: root/go.mod missing, unparsable
+// or not declaring Module; a replace or exclude directive in it (`go
+// install pkg@version` refuses a module whose go.mod has either, and a
+// replace hides from consumers what the repository builds with); any
+// other go.mod outside testdata (a sub-module, cut out of the module's
+// zip); or a go.work file (it would make local builds differ from a
+// consumer's). Messages name the file, relative to root, and the line.
+// The error is for a walk that failed.
+func CheckModuleLayout(root string) ([]string, error) {
+	var errs []string
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		errs = append(errs, "go.mod: missing: the repository root must hold the module "+Module)
+	case err != nil:
+		return nil, fmt.Errorf("depcheck: %w", err)
+	default:
+		mf, err := modfile.Parse("go.mod", data, nil)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("go.mod: %v", err))
+			break
+		}
+		if mf.Module == nil || mf.Module.Mod.Path != Module {
+			got := "none"
+			if mf.Module != nil {
+				got = mf.Module.Mod.Path
+			}
+			errs = append(errs, fmt.Sprintf("go.mod: module is %s, want %s", got, Module))
+		}
+		for _, r := range mf.Replace {
+			errs = append(errs, fmt.Sprintf("go.mod:%d: replace %s => %s: go install %s/cmd/qualify@<version> refuses a module with replace directives",
+				r.Syntax.Start.Line, r.Old.Path, r.New.Path, Module))
+		}
+		for _, x := range mf.Exclude {
+			errs = append(errs, fmt.Sprintf("go.mod:%d: exclude %s %s: go install %s/cmd/qualify@<version> refuses a module with exclude directives",
+				x.Syntax.Start.Line, x.Mod.Path, x.Mod.Version, Module))
+		}
+	}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case d.IsDir():
+		case d.Name() == "go.mod" && rel != "go.mod":
+			errs = append(errs, fmt.Sprintf("%s: a sub-module: %s must be the repository's only module", filepath.ToSlash(rel), Module))
+		case d.Name() == "go.work" || d.Name() == "go.work.sum":
+			errs = append(errs, fmt.Sprintf("%s: a workspace file: local builds would resolve modules differently from go install", filepath.ToSlash(rel)))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("depcheck: walking %s: %w", root, err)
+	}
+	sort.Strings(errs)
+	return errs, nil
 }

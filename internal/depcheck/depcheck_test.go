@@ -3,7 +3,7 @@ package depcheck
 import (
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -40,16 +40,43 @@ func TestPackageLayering(t *testing.T) {
 	}
 }
 
-// The requirement graph between the workspace's modules follows the same
-// layering and has no cycle.
-func TestModuleGraph(t *testing.T) {
-	edges, err := ModuleEdges(repoRoot(t), Module)
+// The repository is one module, github.com/qualbox/qualbox, with no
+// replace or exclude directive, no sub-module and no go.work file.
+func TestModuleLayout(t *testing.T) {
+	errs, err := CheckModuleLayout(repoRoot(t))
 	assert.NilError(t, err)
-	assert.Check(t, len(edges) >= 6, "edges: %v", edges)
-	assert.Check(t, is.Nil(Cycle(edges)))
-	for _, e := range CheckModules(edges, Layering) {
+	for _, e := range errs {
 		t.Error(e)
 	}
+}
+
+// What make release ships (cmd/qualify, cmd/observe, the guest probe)
+// links no test-only package and nothing of a test-only module, on every
+// platform it is built for.
+func TestShippedBinariesLinkNoTestOnlyCode(t *testing.T) {
+	for _, platform := range Platforms {
+		deps, err := ListDeps(repoRoot(t), platform, Shipped...)
+		assert.NilError(t, err)
+		for _, main := range Shipped {
+			// A listing that lost the module's own packages would check
+			// nothing and pass.
+			own := 0
+			for _, d := range deps[main] {
+				if d.Module == Module {
+					own++
+				}
+			}
+			assert.Check(t, own > 0, "%s on %s: no package of %s among %d deps", main, platform, Module, len(deps[main]))
+			for _, e := range CheckShipped(main, deps[main], TestOnly, TestOnlyModules) {
+				t.Errorf("%s: %s", platform, e)
+			}
+		}
+	}
+	// cmd/qualify talks to the Engine: its graph reaches the Engine client,
+	// so the listing is the real one.
+	deps, err := ListDeps(repoRoot(t), "linux/amd64", Module+"/cmd/qualify")
+	assert.NilError(t, err)
+	assert.Check(t, slices.Contains(deps[Module+"/cmd/qualify"], Dep{"github.com/moby/moby/client", "github.com/moby/moby/client"}))
 }
 
 // A test import that crosses the layering is caught: test variants are
@@ -67,34 +94,6 @@ func TestCheckPackagesCatchesTestImport(t *testing.T) {
 	})
 }
 
-// A deliberately added module cycle, in real modules on disk, fails the
-// check: two modules that require each other through replace directives.
-func TestModuleCycleIsDetected(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		p := filepath.Join(dir, name)
-		assert.NilError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		assert.NilError(t, os.WriteFile(p, []byte(body), 0o644))
-	}
-	write("a/go.mod", "module example.test/x/a\n\ngo 1.26.0\n\nrequire example.test/x/b v0.0.0\n\nreplace example.test/x/b => ../b\n")
-	write("b/go.mod", "module example.test/x/b\n\ngo 1.26.0\n\nrequire example.test/x/a v0.0.0\n\nreplace example.test/x/a => ../a\n")
-	edges, err := ModuleEdges(dir, "example.test/x")
-	assert.NilError(t, err)
-	cycle := Cycle(edges)
-	assert.Check(t, len(cycle) == 3, "cycle: %v", cycle)
-	assert.Check(t, is.Equal(cycle[0], cycle[len(cycle)-1]))
-	assert.Check(t, is.Contains(strings.Join(cycle, " "), "example.test/x/b"))
-
-	// The project's own rules catch the same shape: driver requiring qualify.
-	errs := CheckModules([]Edge{{Module + "/driver", Module + "/qualify"}, {Module + "/qualify", Module + "/driver"}}, Layering)
-	assert.DeepEqual(t, errs, []string{"module " + Module + "/driver requires module " + Module + "/qualify (forbidden: " + Module + "/qualify)"})
-}
-
-func TestCycleOnAcyclicGraph(t *testing.T) {
-	assert.Check(t, is.Nil(Cycle([]Edge{{"a", "b"}, {"b", "c"}, {"a", "c"}})))
-	assert.DeepEqual(t, Cycle([]Edge{{"a", "b"}, {"b", "c"}, {"c", "b"}}), []string{"b", "c", "b"})
-}
-
 // testcontainers-go may start test fixtures but never reach a non-test
 // package.
 func TestCheckPackagesKeepsTestcontainersInTests(t *testing.T) {
@@ -107,4 +106,59 @@ func TestCheckPackagesKeepsTestcontainersInTests(t *testing.T) {
 	assert.DeepEqual(t, CheckPackages(pkgs, Layering, TestOnly), []string{
 		Module + "/qualify/scenario (non-test) depends on the test-only package " + tc,
 	})
+}
+
+// A shipped binary that links a fixture or a test-only module's package is
+// refused, naming the binary, the package and the module.
+func TestCheckShippedCatchesTestOnlyCode(t *testing.T) {
+	q := Module + "/cmd/qualify"
+	deps := []Dep{
+		{Module + "/qualify", Module},
+		{Module + "/testbed/containers", Module},
+		{"gotest.tools/v3/assert", "gotest.tools/v3"},
+		{"github.com/testcontainers/testcontainers-go/wait", "github.com/testcontainers/testcontainers-go"},
+		{"fmt", ""},
+	}
+	assert.DeepEqual(t, CheckShipped(q, deps, TestOnly, TestOnlyModules), []string{
+		q + " (shipped) links github.com/testcontainers/testcontainers-go/wait of the test-only module github.com/testcontainers/testcontainers-go",
+		q + " (shipped) links gotest.tools/v3/assert of the test-only module gotest.tools/v3",
+		q + " (shipped) links the test-only package " + Module + "/testbed/containers",
+		q + " (shipped) links the test-only package github.com/testcontainers/testcontainers-go/wait",
+	})
+}
+
+// A copy of the module layout with a replace directive come back, an
+// exclude, a sub-module and a go.work file is refused once per cause, each
+// message naming the file (and the go.mod line).
+func TestCheckModuleLayoutCatchesSplitAndReplace(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		p := filepath.Join(dir, name)
+		assert.NilError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		assert.NilError(t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	write("go.mod", "module "+Module+"\n\ngo 1.26.0\n\nrequire example.test/x v1.0.0\n\nexclude example.test/y v1.2.0\n\nreplace example.test/x => ./x\n")
+	write("driver/go.mod", "module "+Module+"/driver\n\ngo 1.26.0\n")
+	write("driver/testdata/mod/go.mod", "module example.test/fixture\n") // testdata is not a sub-module
+	write("go.work", "go 1.26.0\n\nuse .\n")
+	errs, err := CheckModuleLayout(dir)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, errs, []string{
+		"driver/go.mod: a sub-module: " + Module + " must be the repository's only module",
+		"go.mod:7: exclude example.test/y v1.2.0: go install " + Module + "/cmd/qualify@<version> refuses a module with exclude directives",
+		"go.mod:9: replace example.test/x => ./x: go install " + Module + "/cmd/qualify@<version> refuses a module with replace directives",
+		"go.work: a workspace file: local builds would resolve modules differently from go install",
+	})
+
+	// Another module path, or none at all, is named too.
+	write("go.mod", "module example.test/fork\n\ngo 1.26.0\n")
+	assert.NilError(t, os.Remove(filepath.Join(dir, "go.work")))
+	assert.NilError(t, os.RemoveAll(filepath.Join(dir, "driver")))
+	errs, err = CheckModuleLayout(dir)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, errs, []string{"go.mod: module is example.test/fork, want " + Module})
+	assert.NilError(t, os.Remove(filepath.Join(dir, "go.mod")))
+	errs, err = CheckModuleLayout(dir)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, errs, []string{"go.mod: missing: the repository root must hold the module " + Module})
 }

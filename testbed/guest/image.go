@@ -75,8 +75,8 @@ type BuildOptions struct {
 	ProbeBinary string
 	// GoTool is the go command used to compile the probe; default "go".
 	GoTool string
-	// SourceDir is the directory `go build` runs in, inside the qualify
-	// module or a go.work that uses it; default the current directory.
+	// SourceDir is the directory `go build` runs in, inside a checkout of
+	// the github.com/qualbox/qualbox module; default the current directory.
 	SourceDir string
 	// Busybox is the static busybox to install; default DefaultBusybox.
 	Busybox string
