@@ -91,7 +91,7 @@ func Version(describe string) (string, error) {
 // would hold plus its uncommitted edits. Outside a git checkout (a module
 // zip's own tree) it returns root itself and a no-op.
 func WorkTree(root string) (dir string, cleanup func() error, err error) {
-	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--deduplicate")
 	cmd.Dir = root
 	list, err := cmd.Output()
 	if err != nil {
