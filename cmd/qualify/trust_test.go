@@ -235,7 +235,7 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 		{"listed version, unknown digest", func(h *evidence.Harness) { clean(h); h.CatalogueSHA256 = strings.Repeat("0", 64) }, "catalogue sha256 " + strings.Repeat("0", 64) + " is not an accepted digest of catalogue version 3"},
 		{"foreign module", func(h *evidence.Harness) { clean(h); h.Module = "example.com/qualbox" }, `module "example.com/qualbox" is not the required "github.com/qualbox/qualbox"`},
 		{"dirty build", func(h *evidence.Harness) { clean(h); h.VCSModified = true }, "the build of VCS revision 0123456789abcdef0123456789abcdef01234567 has local modifications, and a clean VCS revision is required"},
-		{"no VCS revision", func(h *evidence.Harness) {}, "the build carries no VCS revision, and a clean VCS revision is required"},
+		{"no VCS revision", func(h *evidence.Harness) {}, "the build carries no VCS revision and no module version, and a clean VCS revision is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			policy, dir := forgeHarness(t, tc.edit)

@@ -136,7 +136,7 @@ func TestGateHarnessPinIsExact(t *testing.T) {
 		{"dirty build", forged(func(h *evidence.Harness) { h.VCSModified = true }), clean,
 			"the build of VCS revision 0123456789abcdef has local modifications, and a clean VCS revision is required"},
 		{"no VCS revision", forged(func(h *evidence.Harness) { h.VCSRevision = "" }), clean,
-			"the build carries no VCS revision, and a clean VCS revision is required"},
+			"the build carries no VCS revision and no module version, and a clean VCS revision is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := passedReport(t, tc.harness, nil)
@@ -150,6 +150,12 @@ func TestGateHarnessPinIsExact(t *testing.T) {
 			assert.DeepEqual(t, evidence.Gate(evidence.Merge([]*evidence.Signed{honest}), []*evidence.Signed{honest}, req), []string(nil))
 		})
 	}
+	// A module build of a tagged version (go install ...@v1.2.3) carries
+	// no VCS stamp and meets cleanRevision; "(devel)" without one does not.
+	release := forged(func(h *evidence.Harness) { h.VCSRevision, h.Version = "", "v1.2.3" })
+	rep := passedReport(t, release, nil)
+	req := &evidence.Requirement{Rows: []evidence.Row{row}, Harness: clean}
+	assert.DeepEqual(t, evidence.Gate(evidence.Merge([]*evidence.Signed{rep}), []*evidence.Signed{rep}, req), []string(nil))
 }
 
 // resign re-signs dir after its files were edited, with the predicate of

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"golang.org/x/mod/semver"
 )
 
 // Harness identifies the qualify build that produced a report, inside the
@@ -73,7 +75,10 @@ type HarnessRequirement struct {
 	// Catalogues are the only accepted (version, sha256) pairs; a
 	// report's pair must equal one of them.
 	Catalogues []Catalogue `yaml:"catalogues" json:"catalogues"`
-	// CleanRevision requires a VCS revision without local modifications.
+	// CleanRevision requires a build of committed source: a VCS revision
+	// without local modifications, or, for a build without VCS stamp, a
+	// module version (go install ...@v1.2.3 from a module proxy, whose zip
+	// the checksum database pins) rather than "(devel)".
 	CleanRevision bool `yaml:"cleanRevision" json:"cleanRevision"`
 }
 
@@ -101,8 +106,10 @@ func (r HarnessRequirement) Check(h *Harness) []string {
 	}
 	if r.CleanRevision {
 		switch {
+		case h.VCSRevision == "" && semver.IsValid(h.Version):
+			// A module build of a released or pseudo version.
 		case h.VCSRevision == "":
-			out = append(out, fmt.Sprintf("harness identity %s: the build carries no VCS revision, and a clean VCS revision is required", h))
+			out = append(out, fmt.Sprintf("harness identity %s: the build carries no VCS revision and no module version, and a clean VCS revision is required", h))
 		case h.VCSModified:
 			out = append(out, fmt.Sprintf("harness identity %s: the build of VCS revision %s has local modifications, and a clean VCS revision is required", h, h.VCSRevision))
 		}
