@@ -15,8 +15,15 @@ import (
 // every set field; it satisfies the row when it also ran one of the
 // row's manifests, and the row's scenarios must have passed in it.
 type Row struct {
-	// Name names the row in gate messages, e.g. "lane-a".
+	// Name names the row in gate messages and the gate matrix's column,
+	// e.g. "lane-a".
 	Name string `yaml:"name" json:"name"`
+	// Required rows keep the gate shut when they have no passing report;
+	// an informational row without a report is pending, and its failures
+	// are shown but do not fail the gate (docs/qualification.md#gate). A
+	// policy file states it per row (PolicyRow.Required); CLI rows are
+	// required.
+	Required bool `yaml:"-" json:"required"`
 	// Profile is the platform profile name.
 	Profile string `yaml:"profile" json:"profile"`
 	// Engine, when set, is a prefix of the Engine version, e.g. "20.10.".
