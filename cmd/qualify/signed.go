@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -268,7 +269,8 @@ module and scenario catalogue (version and sha256).`
 	fs.Var(&rows, "row", "required row `SPEC` NAME=PROFILE[@ENGINE]; repeatable")
 	fs.Var(&manifests, "manifest", "manifest `FILE` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
 	markdown := fs.Bool("markdown", false, "print the matrix as Markdown")
-	asJSON := fs.Bool("json", false, "print the matrix as JSON")
+	asJSON := fs.Bool("json", false, "print the gate (verdict, counts, row states, violations, matrix) as JSON")
+	ascii := fs.Bool("ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
@@ -310,45 +312,67 @@ module and scenario catalogue (version and sha256).`
 		}
 		verify = func(dir string) (*evidence.Signed, error) { return verifyAny(ctx, dir, keys) }
 	}
+	// A report that does not verify or is not admitted is refused: shown in
+	// its row's column and failing the gate, without ending the merge.
 	var reports []*evidence.Signed
+	var refused []evidence.Refusal
 	for _, dir := range fs.Args() {
 		s, err := verify(dir)
 		if err != nil {
-			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
-			return exitcode.Failed
+			refused = append(refused, evidence.RefusalOf(dir, err))
+			continue
 		}
 		reports = append(reports, s)
 	}
-	m := evidence.Merge(reports)
+	g := evidence.Judge(reports, refused, req)
+	var out []byte
+	var err error
 	switch {
 	case *asJSON:
-		data, err := evidence.MarshalJSON(m)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Internal
-		}
-		_, _ = stdout.Write(data)
+		out, err = evidence.GateJSON(g)
 	case *markdown:
-		data, err := evidence.MatrixMarkdown(m)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Internal
-		}
-		_, _ = stdout.Write(data)
+		out, err = evidence.GateMarkdown(g)
 	default:
-		if err := evidence.MatrixTable(stdout, m); err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Internal
+		var buf bytes.Buffer
+		err = evidence.GateTable(&buf, g, *ascii || !utf8Terminal(stdout))
+		out = buf.Bytes()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "qualify: %v\n", err)
+		return exitcode.Internal
+	}
+	_, _ = stdout.Write(out)
+	for _, v := range g.Violations {
+		if v.Blocking {
+			fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", v.Message)
+		} else {
+			fmt.Fprintf(stderr, "qualify merge: informational, not gating: %s\n", v.Message)
 		}
 	}
-	violations := evidence.Gate(m, reports, req)
-	for _, l := range violations {
-		fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", l)
-	}
-	if len(violations) > 0 {
+	if !g.Passed {
 		return exitcode.Failed
 	}
 	return exitcode.OK
+}
+
+// utf8Terminal reports whether w is a terminal (a character device) whose
+// locale, the first of LC_ALL, LC_CTYPE and LANG that is set, says UTF-8:
+// only then does the gate table use box drawing and "·".
+func utf8Terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	for _, k := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
+		if v := strings.ToLower(os.Getenv(k)); v != "" {
+			return strings.Contains(v, "utf-8") || strings.Contains(v, "utf8")
+		}
+	}
+	return false
 }
 
 // gateScenarios validates the scenarios of the manifests a gate pins

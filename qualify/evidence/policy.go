@@ -184,7 +184,7 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 		}
 		seen[r.Name] = true
 		row := r.Row
-		row.Required = *r.Required
+		row.Informational = !*r.Required
 		for j, m := range r.Manifests {
 			file := relativeTo(base, m)
 			data, err := readRegular(file, MaxPolicyBytes)
