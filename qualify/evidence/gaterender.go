@@ -95,7 +95,7 @@ func columnNote(c GateColumn) []string {
 	var items []string
 	for _, r := range c.Refused {
 		if c.Kind == KindRow && r.Claimed != nil {
-			items = append(items, fmt.Sprintf("%s is refused; its unverified evidence.json claims this row's tuple (%s)", r.Dir, r.Claimed.Label()))
+			items = append(items, fmt.Sprintf("%s is refused; its unverified evidence.json claims this row's tuple (%s)", r.Dir, strings.ReplaceAll(r.Claimed.Label(), " · ", ", ")))
 		}
 		for _, p := range r.Problems {
 			items = append(items, r.Dir+": "+p)
