@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
 // gateDirs is the Makefile's GATE_DIRS, relative to the repository root
@@ -74,4 +76,63 @@ func TestGateTableFits120Columns(t *testing.T) {
 		}
 		assert.Check(t, is.Contains(stdout.String(), "| Scenario               | lane-a"), "policy rows name the columns: %s", stdout.String())
 	}
+}
+
+// A forger holding the policy's key tampers with a copy of a good report
+// after signing, and an outsider signs one with a key the policy does not
+// trust: merge does not stop at them. Each is refused in the hermetic
+// row's column with its problem, the good report is still merged, the
+// first line says FAILED with the refused count, and --json carries the
+// refusals as violations. An informational row without a report is
+// pending and does not fail a gate that otherwise passes.
+func TestMergeRefusedReportsDoNotAbort(t *testing.T) {
+	dir := t.TempDir()
+	manifestPath, good, lane := signedRun(t, dir, true)
+	_, outsider, _ := signedRun(t, t.TempDir(), true)
+	tampered := filepath.Join(t.TempDir(), "tampered")
+	assert.NilError(t, os.CopyFS(tampered, os.DirFS(good)))
+	editFile(t, filepath.Join(tampered, "summary.md"), "# qualbox", "# forged qualbox")
+	policy := hermeticPolicy(t, dir, "policy.yaml", manifestPath, true, scenario.CatalogueVersion, trustLine(t, dir, lane, "hermetic, other"))
+	editFile(t, policy, "{name: other, profile: linux-x64, required: true,", "{name: other, profile: linux-x64, required: false,")
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", "--policy", policy, good}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.OK, stderr.String())
+	assert.Check(t, strings.HasPrefix(stdout.String(), "GATE: PASSED (1 passed, 0 failed, 1 pending, 0 refused rows)\n"), stdout.String())
+	assert.Check(t, is.Contains(stdout.String(), "other (informational row): pending, no report"))
+
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", policy, "--ascii", tampered, outsider, good}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed, stderr.String())
+	out := stdout.String()
+	assert.Check(t, strings.HasPrefix(out, "GATE: FAILED (0 passed, 0 failed, 1 pending, 1 refused rows)\n"), out)
+	assert.Check(t, is.Contains(out, "hermetic (required row): refused [1]"), out)
+	assert.Check(t, is.Contains(out, "  report "+good+", run verdict passed"), out)
+	assert.Check(t, is.Contains(out, "- "+tampered+": summary.md: sha256 mismatch"), out)
+	assert.Check(t, is.Contains(out, "- "+outsider+": no signature by a key the policy trusts"), out)
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: refused: "+outsider+": refused by the policy's trust: no signature by a key the policy trusts"))
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: refused: "+tampered+": summary.md: sha256 mismatch"))
+
+	stdout.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", policy, "--json", tampered, good}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed)
+	first, _, _ := strings.Cut(stdout.String(), "\n")
+	assert.Equal(t, first, `{"gate": "GATE: FAILED (0 passed, 0 failed, 1 pending, 1 refused rows)",`)
+	var got struct {
+		Verdict    string
+		Columns    []struct{ Name, State string }
+		Violations []struct {
+			Columns  []string
+			Blocking bool
+			Message  string
+		}
+	}
+	assert.NilError(t, json.Unmarshal(stdout.Bytes(), &got))
+	assert.Equal(t, got.Verdict, "failed")
+	assert.Equal(t, got.Columns[0].State, "refused")
+	assert.Equal(t, got.Columns[1].State, "pending")
+	assert.Check(t, got.Violations[0].Blocking)
+	assert.DeepEqual(t, got.Violations[0].Columns, []string{"hermetic"})
+	assert.Check(t, is.Contains(got.Violations[0].Message, "refused: "+tampered+": summary.md: sha256 mismatch"))
 }
