@@ -107,7 +107,7 @@ verify-key:
 ## only when every required row passed and no report was refused.
 GATE_DIRS ?= $(foreach d,$(wildcard reports/linux-*),$(lastword $(sort $(dir $(wildcard $(d)/*/evidence.dsse.json)))))
 gate:
-	$(GO) run ./cmd/qualify merge --policy reports/gate-policy.yaml --markdown $(GATE_DIRS)
+	@$(GO) run ./cmd/qualify merge --policy reports/gate-policy.yaml --markdown $(GATE_DIRS)
 
 ## matrix: regenerate reports/matrix.md as exactly what `make gate` prints, passed or failed
 ## (cmd/qualify TestMatrixMarkdownIsTheGate compares them); run it after committing new reports.
