@@ -136,3 +136,31 @@ func TestMergeRefusedReportsDoNotAbort(t *testing.T) {
 	assert.DeepEqual(t, got.Violations[0].Columns, []string{"hermetic"})
 	assert.Check(t, is.Contains(got.Violations[0].Message, "refused: "+tampered+": summary.md: sha256 mismatch"))
 }
+
+// The table uses box drawing only on a character device whose locale says
+// UTF-8 (/dev/null stands in for a terminal); a file or pipe gets ASCII.
+func TestUTF8TerminalDetection(t *testing.T) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	assert.NilError(t, err)
+	defer devnull.Close()
+	regular, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	assert.NilError(t, err)
+	defer regular.Close()
+	for _, tc := range []struct {
+		lcAll, lcCtype, lang string
+		want                 bool
+	}{
+		{"C.UTF-8", "", "", true},
+		{"", "", "en_US.utf8", true},
+		{"C", "", "en_US.UTF-8", false},
+		{"", "POSIX", "en_US.UTF-8", false},
+		{"", "", "", false},
+	} {
+		t.Setenv("LC_ALL", tc.lcAll)
+		t.Setenv("LC_CTYPE", tc.lcCtype)
+		t.Setenv("LANG", tc.lang)
+		assert.Check(t, utf8Terminal(devnull) == tc.want, "%+v", tc)
+		assert.Check(t, !utf8Terminal(regular), "%+v: a regular file is no terminal", tc)
+		assert.Check(t, !utf8Terminal(&bytes.Buffer{}))
+	}
+}
