@@ -13,6 +13,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
 // twoRows is lane-a (Engine 20.10.) and lane-b (Engine 2.0.), in that
@@ -217,4 +218,24 @@ func TestJudgeJSONCarriesViolations(t *testing.T) {
 	assert.Check(t, is.Contains(got.Violations[0].Message, "report "+old.Dir+": no harness identity in its signed statement"))
 	assert.DeepEqual(t, got.Violations[0].Columns, []string{"lane-b"})
 	assert.Equal(t, got.Matrix.Columns[1].Key, "lane-b")
+}
+
+// The committed policies: every row of reports/gate-policy.yaml is
+// required; in CI's, the self-hosted lanes are required and the hosted
+// and Desktop rows informational until hosted rows can pass.
+func TestCommittedPoliciesRequiredRows(t *testing.T) {
+	for path, informational := range map[string][]string{
+		filepath.Join("..", "..", "reports", "gate-policy.yaml"): nil,
+		filepath.Join("..", "..", ".github", "gate-policy.yaml"): {"hosted-ubuntu", "desktop-native-arm64", "desktop-rosetta-amd64"},
+	} {
+		p, err := evidence.LoadPolicy(path, scenario.Default())
+		assert.NilError(t, err)
+		var got []string
+		for _, r := range p.Requirement.Rows {
+			if r.Informational {
+				got = append(got, r.Name)
+			}
+		}
+		assert.DeepEqual(t, got, informational)
+	}
 }

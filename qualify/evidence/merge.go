@@ -13,10 +13,12 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 )
 
-// Matrix is several verified reports rendered as scenarios by tuple, for
-// release gating. Reports with identical tuples share a column.
+// Matrix is several verified reports rendered as scenarios by column, for
+// release gating: by tuple (Merge; reports with identical tuples share a
+// column) or by the gate's columns (Judge: rows, then reports' own).
 type Matrix struct {
-	// Columns are the distinct tuples, in the order first seen.
+	// Columns are the distinct tuples in the order first seen (Merge), or
+	// GateResult.Columns in order (Judge).
 	Columns []MatrixColumn `json:"columns"`
 	// Scenarios are the scenario names, in the order first seen.
 	Scenarios []string `json:"scenarios"`
