@@ -239,3 +239,18 @@ func TestCommittedPoliciesRequiredRows(t *testing.T) {
 		assert.DeepEqual(t, got, informational)
 	}
 }
+
+// A report directory named like an informational row, holding a report of
+// no row, gets a column of its own: its violation is not mistaken for the
+// informational row's, so it still fails the gate.
+func TestJudgeReportColumnNamedLikeARow(t *testing.T) {
+	a := passedReport(t, harnessV2, nil)
+	stray := passedReport(t, harnessV2, asLinuxX64)
+	stray.Dir = "lane-b"
+	g := evidence.Judge([]*evidence.Signed{a, stray}, nil, twoRows(true))
+	assert.Check(t, !g.Passed, "%+v", g.Violations)
+	assert.DeepEqual(t, states(g), map[string]evidence.ColumnState{"lane-a": evidence.StatePassed, "lane-b": evidence.StatePending,
+		"lane-b (report 2)": evidence.StateFailed})
+	assert.Check(t, is.Contains(g.Columns[2].Violations[0], "report lane-b (linux-x64 · engine 2.0.0-beta.24"))
+	assert.Check(t, is.Contains(g.Columns[2].Violations[0], "matches no required row"))
+}

@@ -170,7 +170,22 @@ func Judge(reports []*Signed, refused []Refusal, req *Requirement) *GateResult {
 	g := &GateResult{}
 	var mcols []MatrixColumn
 	var members [][]*Signed
+	names := map[string]bool{}
+	if req != nil {
+		for _, r := range req.Rows {
+			names[r.Name] = true
+		}
+	}
 	addColumn := func(c GateColumn, t Tuple) int {
+		if c.Kind == KindReport {
+			// Violations find their columns by name: a report directory
+			// named like a row (or given twice) must not share its column.
+			base := c.Name
+			for n := 2; names[c.Name]; n++ {
+				c.Name = fmt.Sprintf("%s (report %d)", base, n)
+			}
+		}
+		names[c.Name] = true
 		g.Columns = append(g.Columns, c)
 		mcols = append(mcols, MatrixColumn{Key: c.Name, Tuple: t, Reports: []string{}, RunVerdicts: []Verdict{}})
 		members = append(members, nil)
