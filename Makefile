@@ -17,7 +17,7 @@ KEYS    ?= /var/lib/qualbox/keys
 # only with -buildvcs=true, which fails outside a checkout (a tarball).
 QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
-.PHONY: cross fuzz release test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate
+.PHONY: cross fuzz release test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate matrix
 
 engine:
 	@scripts/engine.sh up
@@ -123,7 +123,14 @@ verify-key:
 	$(GO) run ./cmd/qualify verify --key $(KEY) $(DIRS)
 
 ## gate: the release gate of reports/gate-policy.yaml over the newest committed report of each directory
-## under reports/ (GATE_DIRS=... for others); exits 0 only when every required row passed.
+## under reports/ (GATE_DIRS=... for others); prints the GATE line and matrix as Markdown and exits 0
+## only when every required row passed and no report was refused.
 GATE_DIRS ?= $(foreach d,$(wildcard reports/linux-*),$(lastword $(sort $(dir $(wildcard $(d)/*/evidence.dsse.json)))))
 gate:
-	$(GO) run ./cmd/qualify merge --policy reports/gate-policy.yaml --markdown $(GATE_DIRS)
+	@$(GO) run ./cmd/qualify merge --policy reports/gate-policy.yaml --markdown $(GATE_DIRS)
+
+## matrix: regenerate reports/matrix.md as exactly what `make gate` prints, passed or failed
+## (cmd/qualify TestMatrixMarkdownIsTheGate compares them); run it after committing new reports.
+matrix:
+	$(GO) run ./cmd/qualify merge --policy reports/gate-policy.yaml --markdown $(GATE_DIRS) > reports/matrix.md.new || true
+	head -n 1 reports/matrix.md.new | grep -q '^GATE: ' && mv reports/matrix.md.new reports/matrix.md || { rm -f reports/matrix.md.new; exit 1; }

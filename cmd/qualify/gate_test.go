@@ -110,12 +110,12 @@ harness:
   catalogues: [{version: %d, sha256: %s}]
   cleanRevision: false
 rows:
-  - {name: hermetic, profile: linux-x64-cgroupv1, manifests: [%s], scenarios: [outcome]}
+  - {name: hermetic, profile: linux-x64-cgroupv1, required: true, manifests: [%s], scenarios: [outcome]}
 `, strings.Join(trust, "\n  - "), h.Module, catalogueVersion, h.CatalogueSHA256, filepath.Base(manifestPath))), 0o644))
 	if other {
 		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 		assert.NilError(t, err)
-		_, err = fmt.Fprintf(f, "  - {name: other, profile: linux-x64, manifests: [%s], scenarios: [outcome]}\n", filepath.Base(manifestPath))
+		_, err = fmt.Fprintf(f, "  - {name: other, profile: linux-x64, required: true, manifests: [%s], scenarios: [outcome]}\n", filepath.Base(manifestPath))
 		assert.NilError(t, err)
 		assert.NilError(t, f.Close())
 	}

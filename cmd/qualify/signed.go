@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -236,30 +237,43 @@ stdout.`
 }
 
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] DIR...",
-		"Verify several signed reports, print one matrix of scenarios by tuple, and gate a release on them.")
-	c.Details = `With --policy FILE every DIR must be admitted by one of the policy's trust
-entries: its key's signature verifies the report, every policy row the
-report's tuple matches is bound to that key, and its signed start and end
-lie in the key's window. --key with --policy only narrows those entries
-(a key the policy does not trust is a usage error naming its key ID); it
-never adds one. Without --policy every DIR must verify against one of the
---key files. The matrix (a table, or --markdown, or --json) goes to
-stdout; what keeps the gate shut goes to stderr, one line each, and the
-exit status is 1 (docs/qualification.md#gate):
-- always: a report whose signed run verdict is not passed, or a scenario
-  that failed in any report;
+	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] [--ascii] DIR...",
+		"Verify several signed reports, print the gate's verdict and one matrix of scenarios by row, and gate a release on them.")
+	c.Details = `With --policy FILE each DIR is admitted by one of the policy's trust
+entries when its key's signature verifies the report, every policy row
+the report's tuple matches is bound to that key, and its signed start and
+end lie in the key's window. --key with --policy only narrows those
+entries (a key the policy does not trust is a usage error naming its key
+ID); it never adds one. Without --policy each DIR must verify against one
+of the --key files. A DIR that does not verify or is not admitted is
+refused: its row (or a column named by the DIR) shows refused, its
+problems are a footnote, and the gate fails; the merge goes on.
+The output (a table, or --markdown, or --json) goes to stdout and starts
+with the verdict line, e.g. "GATE: FAILED (2 passed, 1 failed, 2 pending,
+0 refused rows)"; its columns are the policy's rows in the policy's order
+(without a requirement, the tuples ordered by label, T1..Tn), each with
+its state (passed, failed, pending, refused) and cells, and reasons are
+numbered footnotes. The table is plain ASCII unless stdout is a UTF-8
+terminal, or always with --ascii; Markdown is always ASCII-safe. Every
+violation goes to stderr, one line each, and the exit status is 1 unless
+the gate passed (docs/qualification.md#gate):
+- always: a refused report, a report whose signed run verdict is not
+  passed, or a scenario that failed in any report;
 - with a requirement (--policy FILE, or --require with --row and
   --manifest): a report whose harness identity is not exactly a pinned
   one (module, catalogue version and sha256, and with the policy's
   cleanRevision a clean VCS revision; reports made before reports carried
-  one are refused), a report of no required row or with a manifest its
-  row does not pin, a required row without such a report, or a report in
-  which a scenario its row requires was not run or did not pass.
+  one are refused), a report of no row or with a manifest its row does
+  not pin, a required row without such a report, or a report in which a
+  scenario its row requires was not run or did not pass.
+A policy row with required: false is informational: without a report it
+is pending, and its violations are printed as "informational, not
+gating" without failing the gate (a refused report fails it always).
 A row SPEC is NAME=PROFILE[@ENGINE], ENGINE a prefix of the Engine version,
-e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --manifest pins and the --require
-scenarios apply to every row, and the harness pin is this build's own
-module and scenario catalogue (version and sha256).`
+e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --row rows are required;
+--manifest pins and the --require scenarios apply to every row, and the
+harness pin is this build's own module and scenario catalogue (version
+and sha256).`
 	fs := c.Flags
 	var keyPaths, require, manifests, rows listFlag
 	fs.Var(&keyPaths, "key", "ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane; with --policy it must be one the policy trusts")
@@ -267,8 +281,9 @@ module and scenario catalogue (version and sha256).`
 	fs.Var(&require, "require", "scenario names (`LIST`, comma-separated or repeated) that must pass in every report; needs --row and --manifest")
 	fs.Var(&rows, "row", "required row `SPEC` NAME=PROFILE[@ENGINE]; repeatable")
 	fs.Var(&manifests, "manifest", "manifest `FILE` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
-	markdown := fs.Bool("markdown", false, "print the matrix as Markdown")
-	asJSON := fs.Bool("json", false, "print the matrix as JSON")
+	markdown := fs.Bool("markdown", false, "print the gate and matrix as Markdown (what make gate prints)")
+	asJSON := fs.Bool("json", false, "print the gate (verdict, counts, row states, violations, matrix) as JSON")
+	ascii := fs.Bool("ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
@@ -310,45 +325,67 @@ module and scenario catalogue (version and sha256).`
 		}
 		verify = func(dir string) (*evidence.Signed, error) { return verifyAny(ctx, dir, keys) }
 	}
+	// A report that does not verify or is not admitted is refused: shown in
+	// its row's column and failing the gate, without ending the merge.
 	var reports []*evidence.Signed
+	var refused []evidence.Refusal
 	for _, dir := range fs.Args() {
 		s, err := verify(dir)
 		if err != nil {
-			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
-			return exitcode.Failed
+			refused = append(refused, evidence.RefusalOf(dir, err))
+			continue
 		}
 		reports = append(reports, s)
 	}
-	m := evidence.Merge(reports)
+	g := evidence.Judge(reports, refused, req)
+	var out []byte
+	var err error
 	switch {
 	case *asJSON:
-		data, err := evidence.MarshalJSON(m)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Internal
-		}
-		_, _ = stdout.Write(data)
+		out, err = evidence.GateJSON(g)
 	case *markdown:
-		data, err := evidence.MatrixMarkdown(m)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Internal
-		}
-		_, _ = stdout.Write(data)
+		out, err = evidence.GateMarkdown(g)
 	default:
-		if err := evidence.MatrixTable(stdout, m); err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Internal
+		var buf bytes.Buffer
+		err = evidence.GateTable(&buf, g, *ascii || !utf8Terminal(stdout))
+		out = buf.Bytes()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "qualify: %v\n", err)
+		return exitcode.Internal
+	}
+	_, _ = stdout.Write(out)
+	for _, v := range g.Violations {
+		if v.Blocking {
+			fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", v.Message)
+		} else {
+			fmt.Fprintf(stderr, "qualify merge: informational, not gating: %s\n", v.Message)
 		}
 	}
-	violations := evidence.Gate(m, reports, req)
-	for _, l := range violations {
-		fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", l)
-	}
-	if len(violations) > 0 {
+	if !g.Passed {
 		return exitcode.Failed
 	}
 	return exitcode.OK
+}
+
+// utf8Terminal reports whether w is a terminal (a character device) whose
+// locale, the first of LC_ALL, LC_CTYPE and LANG that is set, says UTF-8:
+// only then does the gate table use box drawing and "·".
+func utf8Terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	for _, k := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
+		if v := strings.ToLower(os.Getenv(k)); v != "" {
+			return strings.Contains(v, "utf-8") || strings.Contains(v, "utf8")
+		}
+	}
+	return false
 }
 
 // gateScenarios validates the scenarios of the manifests a gate pins

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -69,7 +70,8 @@ func TestMergeCommittedReports(t *testing.T) {
 	// failed, the exit status is 0.
 	code := run(context.Background(), append([]string{"merge", "--key", committedKey}, reports...), &stdout, &stderr)
 	assert.Equal(t, code, exitcode.OK, stderr.String())
-	assert.Check(t, is.Contains(stdout.String(), "│ memory-exhaustion      │ passed │ passed │"))
+	assert.Check(t, is.Contains(stdout.String(), "| memory-exhaustion      | passed | passed |"), "stdout is no terminal: ASCII")
+	assert.Check(t, strings.HasPrefix(stdout.String(), "GATE: PASSED (4 passed, 0 failed, 0 pending, 0 refused rows)\n"))
 }
 
 // Scenario names alone are no gate: one lane alone, or a manifest that

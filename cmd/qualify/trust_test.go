@@ -47,7 +47,7 @@ func TestMergePolicyKeyNeverWidensTrust(t *testing.T) {
 	stderr.Reset()
 	code = run(context.Background(), []string{"merge", "--policy", policy, report}, &stdout, &stderr)
 	assert.Equal(t, code, exitcode.Failed)
-	assert.Check(t, is.Contains(stderr.String(), "qualify merge: "+report+": refused by the policy's trust: no signature by a key the policy trusts"))
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: refused: "+report+": refused by the policy's trust: no signature by a key the policy trusts"))
 
 	for _, args := range [][]string{{"merge", "--policy", policy, report}, {"merge", "--policy", policy, "--key", lane, report}, {"verify", "--policy", policy, report}} {
 		stdout.Reset()

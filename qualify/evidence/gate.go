@@ -15,8 +15,15 @@ import (
 // every set field; it satisfies the row when it also ran one of the
 // row's manifests, and the row's scenarios must have passed in it.
 type Row struct {
-	// Name names the row in gate messages, e.g. "lane-a".
+	// Name names the row in gate messages and the gate matrix's column,
+	// e.g. "lane-a".
 	Name string `yaml:"name" json:"name"`
+	// Informational rows do not gate: without a report such a row is
+	// pending, and its failures are shown but do not fail the gate
+	// (docs/qualification.md#gate). The zero value is a required row. A
+	// policy file states it per row (PolicyRow.Required false); CLI rows
+	// are required.
+	Informational bool `yaml:"-" json:"informational"`
 	// Profile is the platform profile name.
 	Profile string `yaml:"profile" json:"profile"`
 	// Engine, when set, is a prefix of the Engine version, e.g. "20.10.".
@@ -74,28 +81,77 @@ type Requirement struct {
 	MaxReportAge time.Duration
 }
 
-// Gate judges merged reports and returns one line per violation, nil when
-// the gate passes (docs/qualification.md#gate).
+// Gate judges merged reports and returns one line per violation that
+// fails the gate, nil when the gate passes (docs/qualification.md#gate);
+// Judge is the whole gate, with refused reports, row states and
+// informational rows' violations.
 //
 // Without a requirement (req nil) it fails only on failures: a run verdict
 // that is not passed, or a scenario that failed in any report. With one,
 // also on: a report without the required harness identity (module,
 // catalogue pair, clean revision); a report older than MaxReportAge; a
-// report that matches no required row; a report of a row that ran a
-// manifest the row does not pin, or that does not list the pinned
-// manifest's scenarios, params, policy and user (ManifestProblems); a
-// required row with no satisfying report; a report of a row in which one
-// of the row's scenarios was not run or did not pass (a failed one is
-// already named by the matrix line).
+// report that matches no row; a report of a row that ran a manifest the
+// row does not pin, or that does not list the pinned manifest's
+// scenarios, params, policy and user (ManifestProblems); a required row
+// with no satisfying report (an informational row with no report at all
+// is pending, not a violation); a report of a row in which one of the
+// row's scenarios was not run or did not pass (a failed one is already
+// named by the matrix line). A violation that concerns only informational
+// rows does not fail the gate.
 //
 // Gate does not judge who signed: a policy's trust entries do that before
 // (VerifyTrusted).
 func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 	var out []string
+	for _, v := range violations(m, reports, req) {
+		if v.Blocking {
+			out = append(out, v.Message)
+		}
+	}
+	return out
+}
+
+// GateViolation is one thing the gate found wrong.
+type GateViolation struct {
+	// Columns are the names of the matrix columns (rows, tuple columns or
+	// a refused report's own column) it concerns.
+	Columns []string `json:"columns"`
+	// Blocking is false only for a violation that concerns informational
+	// rows alone: it is shown but does not fail the gate.
+	Blocking bool   `json:"blocking"`
+	Message  string `json:"message"`
+}
+
+// violations is Gate's judgement with each violation's columns: a report's
+// own violations concern every column of m that lists it, a row's the
+// column named by the row.
+func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation {
+	var out []GateViolation
+	informational := map[string]bool{}
+	if req != nil {
+		for _, r := range req.Rows {
+			informational[r.Name] = r.Informational
+		}
+	}
+	add := func(cols []string, format string, args ...any) {
+		blocking := len(cols) == 0
+		for _, c := range cols {
+			blocking = blocking || !informational[c]
+		}
+		out = append(out, GateViolation{Columns: cols, Blocking: blocking, Message: fmt.Sprintf(format, args...)})
+	}
+	colsOf := map[string][]string{}
+	for _, c := range m.Columns {
+		for _, d := range c.Reports {
+			if !slices.Contains(colsOf[d], c.Key) {
+				colsOf[d] = append(colsOf[d], c.Key)
+			}
+		}
+	}
 	for _, c := range m.Columns {
 		for k, v := range c.RunVerdicts {
 			if v.Kind != Passed {
-				out = append(out, fmt.Sprintf("%s: report %s: run verdict %s", c.Key, c.Reports[k], v))
+				add([]string{c.Key}, "%s: report %s: run verdict %s", c.Key, c.Reports[k], v)
 			}
 		}
 	}
@@ -104,7 +160,7 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 			// A flaky cell (a repeated campaign whose runs disagreed) fails
 			// the gate like a failed one (docs/qualification.md#gate).
 			if k := m.Cells[i][j].Kind; k == Failed || k == Flaky {
-				out = append(out, fmt.Sprintf("%s: %s: %s", c.Key, name, m.Cells[i][j]))
+				add([]string{c.Key}, "%s: %s: %s", c.Key, name, m.Cells[i][j])
 			}
 		}
 	}
@@ -112,40 +168,46 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 		return out
 	}
 	satisfied := make([]int, len(req.Rows))
+	matched := make([]int, len(req.Rows))
 	for _, rep := range reports {
+		cols := colsOf[rep.Dir]
 		for _, why := range req.Harness.Check(rep.Predicate.Harness) {
-			out = append(out, fmt.Sprintf("report %s: %s", rep.Dir, why))
+			add(cols, "report %s: %s", rep.Dir, why)
 		}
 		if age := time.Since(rep.Run.Timing.End); req.MaxReportAge > 0 && age > req.MaxReportAge {
-			out = append(out, fmt.Sprintf("report %s: run ended %s, %s ago, beyond the policy's maxReportAge %s",
-				rep.Dir, rep.Run.Timing.End.UTC().Format(time.RFC3339), age.Round(time.Minute), req.MaxReportAge))
+			add(cols, "report %s: run ended %s, %s ago, beyond the policy's maxReportAge %s",
+				rep.Dir, rep.Run.Timing.End.UTC().Format(time.RFC3339), age.Round(time.Minute), req.MaxReportAge)
 		}
 		t := rep.Predicate.Tuple
-		matched := false
+		any := false
 		for i, row := range req.Rows {
 			if !row.Matches(t) {
 				continue
 			}
-			matched = true
+			any = true
+			matched[i]++
+			rc := []string{row.Name}
 			if k := slices.Index(row.Manifests, t.ManifestSHA256); k >= 0 {
 				satisfied[i]++
 				if k < len(row.Pinned) && row.Pinned[k] != nil {
 					for _, p := range ManifestProblems(rep, row.Pinned[k]) {
-						out = append(out, fmt.Sprintf("report %s: %s: %s", rep.Dir, row, p))
+						add(rc, "report %s: %s: %s", rep.Dir, row, p)
 					}
 				}
 			} else {
-				out = append(out, fmt.Sprintf("report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", ")))
+				add(rc, "report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", "))
 			}
-			out = append(out, rowScenarios(rep, row)...)
+			for _, l := range rowScenarios(rep, row) {
+				add(rc, "%s", l)
+			}
 		}
-		if !matched {
-			out = append(out, fmt.Sprintf("report %s (%s) matches no required row", rep.Dir, t.Label()))
+		if !any {
+			add(cols, "report %s (%s) matches no required row", rep.Dir, t.Label())
 		}
 	}
 	for i, row := range req.Rows {
-		if satisfied[i] == 0 {
-			out = append(out, fmt.Sprintf("%s: no report with a pinned manifest", row))
+		if satisfied[i] == 0 && (!row.Informational || matched[i] > 0) {
+			add([]string{row.Name}, "%s: no report with a pinned manifest", row)
 		}
 	}
 	return out

@@ -13,10 +13,12 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 )
 
-// Matrix is several verified reports rendered as scenarios by tuple, for
-// release gating. Reports with identical tuples share a column.
+// Matrix is several verified reports rendered as scenarios by column, for
+// release gating: by tuple (Merge; reports with identical tuples share a
+// column) or by the gate's columns (Judge: rows, then reports' own).
 type Matrix struct {
-	// Columns are the distinct tuples, in the order first seen.
+	// Columns are the distinct tuples in the order first seen (Merge), or
+	// GateResult.Columns in order (Judge).
 	Columns []MatrixColumn `json:"columns"`
 	// Scenarios are the scenario names, in the order first seen.
 	Scenarios []string `json:"scenarios"`
@@ -58,50 +60,66 @@ func (c Cell) String() string {
 	return string(c.Kind)
 }
 
-// Merge builds the matrix of reports (already verified).
+// Merge builds the matrix of reports (already verified): one column per
+// distinct tuple, named T1..Tn in the order first seen (Judge orders and
+// names columns for the gate).
 func Merge(reports []*Signed) *Matrix {
-	m := &Matrix{}
+	var cols []MatrixColumn
+	var members [][]*Signed
 	col := map[string]int{}
-	row := map[string]int{}
-	type key struct{ r, c int }
-	verdicts := map[key][]Verdict{}
 	for _, rep := range reports {
 		k, _ := json.Marshal(rep.Predicate.Tuple)
 		j, ok := col[string(k)]
 		if !ok {
-			j = len(m.Columns)
+			j = len(cols)
 			col[string(k)] = j
-			m.Columns = append(m.Columns, MatrixColumn{Key: fmt.Sprintf("T%d", j+1), Tuple: rep.Predicate.Tuple})
+			cols = append(cols, MatrixColumn{Key: fmt.Sprintf("T%d", j+1), Tuple: rep.Predicate.Tuple})
+			members = append(members, nil)
 		}
-		m.Columns[j].Reports = append(m.Columns[j].Reports, rep.Dir)
-		m.Columns[j].RunVerdicts = append(m.Columns[j].RunVerdicts, rep.Predicate.Verdict)
-		// A manifest may list a scenario twice (with other params): the
-		// report contributes one verdict per scenario, its lines combined,
-		// so a cell's runs count reports and one report's two lines cannot
-		// hide another report's missing one.
-		var names []string
-		lines := map[string][]Verdict{}
-		for _, s := range scenarioLines(rep) {
-			if _, ok := lines[s.Name]; !ok {
-				names = append(names, s.Name)
+		members[j] = append(members[j], rep)
+	}
+	return mergeColumns(cols, members)
+}
+
+// mergeColumns fills cols (keys and tuples set) with the reports
+// members[j] of each column j; a report may be in several columns.
+func mergeColumns(cols []MatrixColumn, members [][]*Signed) *Matrix {
+	m := &Matrix{Columns: cols}
+	row := map[string]int{}
+	type key struct{ r, c int }
+	verdicts := map[key][]Verdict{}
+	for j := range cols {
+		for _, rep := range members[j] {
+			m.Columns[j].Reports = append(m.Columns[j].Reports, rep.Dir)
+			m.Columns[j].RunVerdicts = append(m.Columns[j].RunVerdicts, rep.Predicate.Verdict)
+			// A manifest may list a scenario twice (with other params): the
+			// report contributes one verdict per scenario, its lines combined,
+			// so a cell's runs count reports and one report's two lines cannot
+			// hide another report's missing one.
+			var names []string
+			lines := map[string][]Verdict{}
+			for _, s := range scenarioLines(rep) {
+				if _, ok := lines[s.Name]; !ok {
+					names = append(names, s.Name)
+				}
+				lines[s.Name] = append(lines[s.Name], s.Verdict)
 			}
-			lines[s.Name] = append(lines[s.Name], s.Verdict)
-		}
-		for _, name := range names {
-			i, ok := row[name]
-			if !ok {
-				i = len(m.Scenarios)
-				row[name] = i
-				m.Scenarios = append(m.Scenarios, name)
+			for _, name := range names {
+				i, ok := row[name]
+				if !ok {
+					i = len(m.Scenarios)
+					row[name] = i
+					m.Scenarios = append(m.Scenarios, name)
+				}
+				c := combine(lines[name])
+				if c.Kind == Passed && c.Passed != c.Runs {
+					// Passed entries beside a skipped or not-applicable one:
+					// the scenario did not pass in this report as a whole.
+					v := lines[name][slices.IndexFunc(lines[name], func(v Verdict) bool { return v.Kind != Passed })]
+					c.Kind, c.Reason = v.Kind, v.Reason
+				}
+				verdicts[key{i, j}] = append(verdicts[key{i, j}], Verdict{Kind: c.Kind, Reason: c.Reason})
 			}
-			c := combine(lines[name])
-			if c.Kind == Passed && c.Passed != c.Runs {
-				// Passed entries beside a skipped or not-applicable one:
-				// the scenario did not pass in this report as a whole.
-				v := lines[name][slices.IndexFunc(lines[name], func(v Verdict) bool { return v.Kind != Passed })]
-				c.Kind, c.Reason = v.Kind, v.Reason
-			}
-			verdicts[key{i, j}] = append(verdicts[key{i, j}], Verdict{Kind: c.Kind, Reason: c.Reason})
 		}
 	}
 	m.Cells = make([][]Cell, len(m.Scenarios))

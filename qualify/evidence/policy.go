@@ -66,7 +66,11 @@ type PolicyHarness struct {
 // PolicyRow is a Row with the manifest files it pins, relative to the
 // policy file's directory.
 type PolicyRow struct {
-	Row       `yaml:",inline"`
+	Row `yaml:",inline"`
+	// Required is mandatory: true for a row whose missing or failing
+	// report fails the gate, false for an informational row (pending
+	// without a report, shown failed but not gating when it fails).
+	Required  *bool    `yaml:"required"`
 	Manifests []string `yaml:"manifests"`
 }
 
@@ -86,7 +90,10 @@ type LoadedPolicy struct {
 // catalogue pairs (64 lowercase hex digits); known profiles, unique row
 // names, pinned manifests that parse (manifest.Parse with v, which knows
 // the scenario catalogue; each row keeps the parsed manifest beside its
-// digest), required scenarios, every row signable by some trust entry,
+// digest), required scenarios, an explicit `required: true|false` on
+// every row (false makes the row informational: pending when it has no
+// report, and its failures do not fail the gate), every row signable by
+// some trust entry,
 // and a maxReportAge that is not negative. Errors name the file and the
 // field.
 func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
@@ -160,6 +167,8 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 			return fail("rows[%d].name %q is used twice", i, r.Name)
 		case !slices.Contains(known, r.Profile):
 			return fail("rows[%d] (%s).profile %q: want one of %v", i, r.Name, r.Profile, known)
+		case r.Required == nil:
+			return fail("rows[%d] (%s).required is required (true: the row gates the release; false: informational, pending without a report)", i, r.Name)
 		case len(r.Manifests) == 0:
 			return fail("rows[%d] (%s).manifests: at least one pinned manifest is required", i, r.Name)
 		case len(r.Scenarios) == 0:
@@ -175,6 +184,7 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 		}
 		seen[r.Name] = true
 		row := r.Row
+		row.Informational = !*r.Required
 		for j, m := range r.Manifests {
 			file := relativeTo(base, m)
 			data, err := readRegular(file, MaxPolicyBytes)

@@ -64,6 +64,7 @@ harness:
 rows:
   - name: lane-a
     profile: linux-x64-cgroupv1
+    required: true
     manifests: [m.yaml]
     scenarios: [admission]
 `
@@ -95,8 +96,8 @@ func TestPolicyIsStrict(t *testing.T) {
 		`profile "linux-arm"`:                 strings.Replace(goodPolicy, "profile: linux-x64-cgroupv1", "profile: linux-arm", 1),
 		"rows[0] (lane-a).manifests":          strings.Replace(goodPolicy, "[m.yaml]", "[missing.yaml]", 1),
 		"at least one pinned manifest":        strings.Replace(goodPolicy, "[m.yaml]", "[]", 1),
-		"rows: at least one required row":     r("rows:\n  - name: lane-a\n    profile: linux-x64-cgroupv1\n    manifests: [m.yaml]\n    scenarios: [admission]\n", "rows: []\n").Replace(goodPolicy),
-		`rows[1].name "lane-a" is used twice`: goodPolicy + "  - {name: lane-a, profile: linux-x64, manifests: [m.yaml], scenarios: [admission]}\n",
+		"rows: at least one required row":     r("rows:\n  - name: lane-a\n    profile: linux-x64-cgroupv1\n    required: true\n    manifests: [m.yaml]\n    scenarios: [admission]\n", "rows: []\n").Replace(goodPolicy),
+		`rows[1].name "lane-a" is used twice`: goodPolicy + "  - {name: lane-a, profile: linux-x64, required: true, manifests: [m.yaml], scenarios: [admission]}\n",
 		"more than one YAML document":         goodPolicy + "---\nschema: x\n",
 		`schema "qualbox.gate-policy.v0"`:     strings.Replace(goodPolicy, "v2", "v0", 1),
 		// A v1 file is named as such, not as its first unknown field.
@@ -111,7 +112,8 @@ func TestPolicyIsStrict(t *testing.T) {
 		"trust[0] (k.pub).notBefore is required":                                                                         strings.Replace(goodPolicy, "    notBefore: 2026-12-01T00:00:00Z\n", "", 1),
 		"trust[0] (k.pub): notBefore 2026-12-02T00:00:00Z is not before notAfter 2026-12-01T23:59:59Z":                   strings.Replace(goodPolicy, "notBefore: 2026-12-01T00:00:00Z", "notBefore: 2026-12-02T00:00:00Z", 1),
 		"trust[1].key k.pub: key ID ":                                                                                    goodPolicy[:strings.Index(goodPolicy, "harness:")] + "  - {key: k.pub, rows: [lane-a], notBefore: 2026-12-01T00:00:00Z, notAfter: 2026-12-02T00:00:00Z}\n" + goodPolicy[strings.Index(goodPolicy, "harness:"):],
-		"rows[1] (lane-b): no trust entry may sign for it":                                                               goodPolicy + "  - {name: lane-b, profile: linux-x64, manifests: [m.yaml], scenarios: [admission]}\n",
+		"rows[1] (lane-b): no trust entry may sign for it":                                                               goodPolicy + "  - {name: lane-b, profile: linux-x64, required: true, manifests: [m.yaml], scenarios: [admission]}\n",
+		"rows[0] (lane-a).required is required (true: the row gates the release; false: informational":                   strings.Replace(goodPolicy, "    required: true\n", "", 1),
 		"harness.module is required":                                                                                     strings.Replace(goodPolicy, "  module: github.com/qualbox/qualbox\n", "", 1),
 		"harness.catalogues: at least one":                                                                               strings.Replace(goodPolicy, "[{version: 3, sha256: d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6}]", "[]", 1),
 		`harness.catalogues[0].sha256 "abc": want 64 lowercase`:                                                          strings.Replace(goodPolicy, "sha256: d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6", "sha256: abc", 1),

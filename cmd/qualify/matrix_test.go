@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/qualify/scenario"
+)
+
+// gateDirs is the Makefile's GATE_DIRS, relative to the repository root
+// (the working directory): for each reports/linux-* directory, the last
+// (in byte order) of its subdirectories that hold an evidence.dsse.json,
+// with a trailing slash as make's $(dir) leaves it.
+func gateDirs(t *testing.T) []string {
+	t.Helper()
+	lanes, err := filepath.Glob("reports/linux-*")
+	assert.NilError(t, err)
+	var dirs []string
+	for _, lane := range lanes {
+		envelopes, err := filepath.Glob(filepath.Join(lane, "*", "evidence.dsse.json"))
+		assert.NilError(t, err)
+		var reports []string
+		for _, e := range envelopes {
+			reports = append(reports, filepath.Dir(e)+"/")
+		}
+		if len(reports) > 0 {
+			slices.Sort(reports)
+			dirs = append(dirs, reports[len(reports)-1])
+		}
+	}
+	assert.Assert(t, len(dirs) > 0)
+	return dirs
+}
+
+// reports/matrix.md is exactly what `make gate` prints over the committed
+// reports, whether the gate passes or fails.
+func TestMatrixMarkdownIsTheGate(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--markdown"}, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	committed, err := os.ReadFile("reports/matrix.md")
+	assert.NilError(t, err)
+	assert.Check(t, stdout.String() == string(committed),
+		"reports/matrix.md is not what `make gate` prints: run `make matrix` and commit reports/matrix.md\n--- make gate prints:\n%s", stdout.String())
+	for i, r := range stdout.String() {
+		if r >= utf8.RuneSelf {
+			t.Fatalf("Markdown is not ASCII at byte %d: %q", i, r)
+		}
+	}
+}
+
+// The terminal table of the committed gate fits 120 columns, in ASCII
+// and in UTF-8 alike, and its first line is the verdict.
+func TestGateTableFits120Columns(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	for _, args := range [][]string{{"--ascii"}, {}} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append(append([]string{"merge", "--policy", "reports/gate-policy.yaml"}, args...), gateDirs(t)...), &stdout, &stderr)
+		assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+		lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+		assert.Check(t, is.Regexp(`^GATE: (PASSED|FAILED) \(\d+ passed, \d+ failed, \d+ pending, \d+ refused rows\)$`, lines[0]))
+		for i, l := range lines {
+			assert.Check(t, utf8.RuneCountInString(l) <= 120, "%v line %d is %d columns wide: %q", args, i+1, utf8.RuneCountInString(l), l)
+		}
+		assert.Check(t, is.Contains(stdout.String(), "| Scenario               | lane-a"), "policy rows name the columns: %s", stdout.String())
+	}
+}
+
+// A forger holding the policy's key tampers with a copy of a good report
+// after signing, and an outsider signs one with a key the policy does not
+// trust: merge does not stop at them. Each is refused in the hermetic
+// row's column with its problem, the good report is still merged, the
+// first line says FAILED with the refused count, and --json carries the
+// refusals as violations. An informational row without a report is
+// pending and does not fail a gate that otherwise passes.
+func TestMergeRefusedReportsDoNotAbort(t *testing.T) {
+	dir := t.TempDir()
+	manifestPath, good, lane := signedRun(t, dir, true)
+	_, outsider, _ := signedRun(t, t.TempDir(), true)
+	tampered := filepath.Join(t.TempDir(), "tampered")
+	assert.NilError(t, os.CopyFS(tampered, os.DirFS(good)))
+	editFile(t, filepath.Join(tampered, "summary.md"), "# qualbox", "# forged qualbox")
+	policy := hermeticPolicy(t, dir, "policy.yaml", manifestPath, true, scenario.CatalogueVersion, trustLine(t, dir, lane, "hermetic, other"))
+	editFile(t, policy, "{name: other, profile: linux-x64, required: true,", "{name: other, profile: linux-x64, required: false,")
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", "--policy", policy, good}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.OK, stderr.String())
+	assert.Check(t, strings.HasPrefix(stdout.String(), "GATE: PASSED (1 passed, 0 failed, 1 pending, 0 refused rows)\n"), stdout.String())
+	assert.Check(t, is.Contains(stdout.String(), "other (informational row): pending, no report"))
+
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", policy, "--ascii", tampered, outsider, good}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed, stderr.String())
+	out := stdout.String()
+	assert.Check(t, strings.HasPrefix(out, "GATE: FAILED (0 passed, 0 failed, 1 pending, 1 refused rows)\n"), out)
+	assert.Check(t, is.Contains(out, "hermetic (required row): refused [1]"), out)
+	assert.Check(t, is.Contains(out, "  report "+good+", run verdict passed"), out)
+	assert.Check(t, is.Contains(out, "- "+tampered+": summary.md: sha256 mismatch"), out)
+	assert.Check(t, is.Contains(out, "- "+outsider+": no signature by a key the policy trusts"), out)
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: refused: "+outsider+": refused by the policy's trust: no signature by a key the policy trusts"))
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: not passed: refused: "+tampered+": summary.md: sha256 mismatch"))
+
+	stdout.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", policy, "--json", tampered, good}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed)
+	first, _, _ := strings.Cut(stdout.String(), "\n")
+	assert.Equal(t, first, `{"gate": "GATE: FAILED (0 passed, 0 failed, 1 pending, 1 refused rows)",`)
+	var got struct {
+		Verdict    string
+		Columns    []struct{ Name, State string }
+		Violations []struct {
+			Columns  []string
+			Blocking bool
+			Message  string
+		}
+	}
+	assert.NilError(t, json.Unmarshal(stdout.Bytes(), &got))
+	assert.Equal(t, got.Verdict, "failed")
+	assert.Equal(t, got.Columns[0].State, "refused")
+	assert.Equal(t, got.Columns[1].State, "pending")
+	assert.Check(t, got.Violations[0].Blocking)
+	assert.DeepEqual(t, got.Violations[0].Columns, []string{"hermetic"})
+	assert.Check(t, is.Contains(got.Violations[0].Message, "refused: "+tampered+": summary.md: sha256 mismatch"))
+}
+
+// The table uses box drawing only on a character device whose locale says
+// UTF-8 (/dev/null stands in for a terminal); a file or pipe gets ASCII.
+func TestUTF8TerminalDetection(t *testing.T) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	assert.NilError(t, err)
+	defer devnull.Close()
+	regular, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	assert.NilError(t, err)
+	defer regular.Close()
+	for _, tc := range []struct {
+		lcAll, lcCtype, lang string
+		want                 bool
+	}{
+		{"C.UTF-8", "", "", true},
+		{"", "", "en_US.utf8", true},
+		{"C", "", "en_US.UTF-8", false},
+		{"", "POSIX", "en_US.UTF-8", false},
+		{"", "", "", false},
+	} {
+		t.Setenv("LC_ALL", tc.lcAll)
+		t.Setenv("LC_CTYPE", tc.lcCtype)
+		t.Setenv("LANG", tc.lang)
+		assert.Check(t, utf8Terminal(devnull) == tc.want, "%+v", tc)
+		assert.Check(t, !utf8Terminal(regular), "%+v: a regular file is no terminal", tc)
+		assert.Check(t, !utf8Terminal(&bytes.Buffer{}))
+	}
+}
