@@ -79,8 +79,9 @@ type Requirement struct {
 //
 // Without a requirement (req nil) it fails only on failures: a run verdict
 // that is not passed, or a scenario that failed in any report. With one,
-// also on: a report without the required harness identity (module,
-// catalogue pair, clean revision); a report older than MaxReportAge; a
+// also on: a report made without an Engine (EnginelessProblem); a report
+// whose tuple matches more than one row; a report without the required
+// harness identity (module, catalogue pair, clean revision); a report older than MaxReportAge; a
 // report that matches no required row; a report of a row that ran a
 // manifest the row does not pin, or that does not list the pinned
 // manifest's scenarios, params, policy and user (ManifestProblems); a
@@ -120,13 +121,21 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 			out = append(out, fmt.Sprintf("report %s: run ended %s, %s ago, beyond the policy's maxReportAge %s",
 				rep.Dir, rep.Run.Timing.End.UTC().Format(time.RFC3339), age.Round(time.Minute), req.MaxReportAge))
 		}
+		if why := EnginelessProblem(rep); why != "" {
+			out = append(out, fmt.Sprintf("report %s: %s", rep.Dir, why))
+			continue
+		}
 		t := rep.Predicate.Tuple
 		matched := false
+		rowsMatched := 0
 		for i, row := range req.Rows {
 			if !row.Matches(t) {
 				continue
 			}
 			matched = true
+			if rowsMatched++; rowsMatched == 2 {
+				out = append(out, fmt.Sprintf("report %s: %s", rep.Dir, multipleRowsProblem(t, matchingRows(req.Rows, t))))
+			}
 			if k := slices.Index(row.Manifests, t.ManifestSHA256); k >= 0 {
 				satisfied[i]++
 				if k < len(row.Pinned) && row.Pinned[k] != nil {
@@ -146,6 +155,17 @@ func Gate(m *Matrix, reports []*Signed, req *Requirement) []string {
 	for i, row := range req.Rows {
 		if satisfied[i] == 0 {
 			out = append(out, fmt.Sprintf("%s: no report with a pinned manifest", row))
+		}
+	}
+	return out
+}
+
+// matchingRows names the rows of rows that t matches.
+func matchingRows(rows []Row, t Tuple) []string {
+	var out []string
+	for _, r := range rows {
+		if r.Matches(t) {
+			out = append(out, r.Name)
 		}
 	}
 	return out

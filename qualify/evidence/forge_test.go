@@ -1,0 +1,59 @@
+package evidence_test
+
+import (
+	"context"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/evidence"
+)
+
+// Forgeries by a key holder against the policy's rows (docs/qualification.md#gate):
+// each report below is signed by a key the entry trusts for the rows
+// given, and is refused by VerifyTrusted and by Gate, naming what is wrong.
+
+// engineless blanks the Engine facts and the admission: what a run without
+// an Engine (a hermetic test) records.
+func engineless(r *evidence.Run) { r.Engine, r.Admission = driver.EngineFacts{}, evidence.Admission{} }
+
+// A report made without an Engine (blank facts, no admission) verifies,
+// but it qualified no host: its blank tuple matched every row that sets
+// no engine, operating system or cgroup prefix, so a key holder could meet
+// such a row without running on any Engine. Refused by the trust check and
+// by the gate's requirement.
+func TestEnginelessReportSatisfiesNoRow(t *testing.T) {
+	dir, keys := passedFixture(t, engineless)
+	s, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	assert.NilError(t, err, "a hermetic report still verifies (integrity)")
+	rows := []evidence.Row{{Name: "any-engine", Profile: "linux-x64-cgroupv1", Scenarios: []string{"admission"}, Manifests: []string{"ab"}}}
+	assert.Assert(t, rows[0].Matches(s.Predicate.Tuple), "the row matches the blank tuple")
+	_, _, err = evidence.VerifyTrusted(context.Background(), dir, []evidence.TrustEntry{entry(t, keys, "any-engine")}, rows)
+	assert.Check(t, is.Contains(trustProblems(t, err), "its run recorded no Engine facts and no admission (a run without an Engine, tuple linux-x64-cgroupv1 · engine /API  · kernel  · cgroup v/): it qualified no host, so it satisfies no row"))
+
+	rep := passedReport(t, harnessV2, engineless)
+	req := &evidence.Requirement{Rows: rows, Harness: harnessPin}
+	v := evidence.Gate(evidence.Merge([]*evidence.Signed{rep}), []*evidence.Signed{rep}, req)
+	assert.Check(t, is.Contains(v[0], "report "+rep.Dir+": its run recorded no Engine facts and no admission"), "%v", v)
+	assert.Check(t, is.Contains(v[len(v)-1], "row any-engine (profile linux-x64-cgroupv1): no report with a pinned manifest"), "%v", v)
+}
+
+// One report whose tuple matches two rows (an engine-prefix row and an
+// operating-system row of the same profile) met both with one run, though
+// each row stands for its own host: refused, naming both rows, even when
+// the key is bound to both.
+func TestReportMatchingTwoRowsIsRefused(t *testing.T) {
+	rows := []evidence.Row{
+		{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}, Scenarios: []string{"admission"}},
+		{Name: "debian", Profile: "linux-x64-cgroupv1", OperatingSystem: "Debian", Manifests: []string{"ab"}, Scenarios: []string{"admission"}},
+	}
+	dir, keys := passedFixture(t, nil)
+	_, _, err := evidence.VerifyTrusted(context.Background(), dir, []evidence.TrustEntry{entry(t, keys, "lane-a", "debian")}, rows)
+	assert.Check(t, is.Contains(trustProblems(t, err), "matches 2 rows (lane-a, debian): a report must match exactly one row"))
+
+	rep := passedReport(t, harnessV2, nil)
+	v := evidence.Gate(evidence.Merge([]*evidence.Signed{rep}), []*evidence.Signed{rep}, &evidence.Requirement{Rows: rows, Harness: harnessPin})
+	assert.DeepEqual(t, v, []string{"report " + rep.Dir + ": its tuple (" + rep.Predicate.Tuple.Label() + ") matches 2 rows (lane-a, debian): a report must match exactly one row, so one run cannot stand for several"})
+}
