@@ -2,6 +2,8 @@ package evidence_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -56,4 +58,32 @@ func TestReportMatchingTwoRowsIsRefused(t *testing.T) {
 	rep := passedReport(t, harnessV2, nil)
 	v := evidence.Gate(evidence.Merge([]*evidence.Signed{rep}), []*evidence.Signed{rep}, &evidence.Requirement{Rows: rows, Harness: harnessPin})
 	assert.DeepEqual(t, v, []string{"report " + rep.Dir + ": its tuple (" + rep.Predicate.Tuple.Label() + ") matches 2 rows (lane-a, debian): a report must match exactly one row, so one run cannot stand for several"})
+}
+
+// A key holder plants signed files outside the report's layout: a second
+// summary beside summary.md that says passed, or a scenario-like
+// directory evidence.json does not list (other than NN-name/evidence.json,
+// which was refused already, e.g. a goroutines.txt or a checkpoint record
+// of a scenario that never ran). A reader browsing the report takes them
+// for the run's; each is refused, naming the file.
+func TestVerifyRefusesFilesOutsideTheReportLayout(t *testing.T) {
+	for _, tc := range []struct{ name, file, want string }{
+		{"second summary", "passed.md", "a file the report layout does not have: the top of a report holds only evidence.json, summary.md, junit.xml"},
+		{"file in an unlisted directory", "05-isolation/goroutines.txt", "in directory 05-isolation/, which is no scenario directory evidence.json lists"},
+		{"record of an unlisted run", "02-isolation-retry/checkpoint-0/record.json", "in directory 02-isolation-retry/, which is no scenario directory evidence.json lists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedFor(t, tc.file, tc.want, func(t *testing.T, dir string) {
+				p := filepath.Join(dir, filepath.FromSlash(tc.file))
+				assert.NilError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+				assert.NilError(t, os.WriteFile(p, []byte("- Verdict: **passed**\n"), 0o644))
+			})
+		})
+	}
+	// Files a scenario writes into its own directory stay allowed.
+	dir, keys := signedReport(t, nil)
+	assert.NilError(t, os.WriteFile(filepath.Join(dir, "02-isolation", "goroutines.txt"), []byte("goroutine 1\n"), 0o644))
+	resign(t, dir, keys)
+	_, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	assert.NilError(t, err)
 }
