@@ -87,3 +87,28 @@ func TestVerifyRefusesFilesOutsideTheReportLayout(t *testing.T) {
 	_, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
 	assert.NilError(t, err)
 }
+
+// junit.xml elements and attributes encoding/xml reads past but a CI's
+// JUnit reader may count: a nested testsuite with a passing "isolation"
+// case (Jenkins flattens nested suites), Surefire's flakyFailure and
+// rerunFailure, a status attribute on a failed case. Each is refused,
+// naming the element or attribute.
+func TestVerifyRefusesJUnitElementsTheGateDoesNotRead(t *testing.T) {
+	const admission = `<testcase name="admission" classname="qualbox.linux-x64-cgroupv1" time="0.040">`
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"nested testsuite", `<system-out>`, `<testsuite name="retry" tests="1" failures="0" errors="0" skipped="0"><testcase name="isolation" classname="qualbox.linux-x64-cgroupv1" time="0.001"></testcase></testsuite><system-out>`,
+			"schema: element <testsuite> at byte 1452 inside <testsuite>: junit.xml holds only the elements JUnit writes"},
+		{"flakyFailure", admission, admission + `<flakyFailure message="passed on rerun"></flakyFailure>`,
+			"schema: element <flakyFailure> at byte 746 inside <testcase>"},
+		{"rerunFailure on the failed case", `</failure>`, `</failure><rerunFailure message="x"></rerunFailure>`,
+			"schema: element <rerunFailure> at byte"},
+		{"status attribute", `<testcase name="isolation"`, `<testcase status="passed" name="isolation"`,
+			"schema: <testcase> at byte 762: attribute status is not one JUnit writes there"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedFor(t, "junit.xml", tc.want, func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, "junit.xml"), tc.old, tc.new)
+			})
+		})
+	}
+}
