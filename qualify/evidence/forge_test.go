@@ -2,14 +2,17 @@ package evidence_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
@@ -109,6 +112,46 @@ func TestVerifyRefusesJUnitElementsTheGateDoesNotRead(t *testing.T) {
 			refusedFor(t, "junit.xml", tc.want, func(t *testing.T, dir string) {
 				edit(t, filepath.Join(dir, "junit.xml"), tc.old, tc.new)
 			})
+		})
+	}
+}
+
+// Byte-level tricks on the JSON and XML documents that a lenient reader
+// would take as the honest values: a UTF-8 byte order mark, a number
+// written 1e0 or 1.0 where an integer belongs, a number past int64, and an
+// encoding declaration other than UTF-8 (which encoding/xml cannot read
+// but another reader would decode). The forger signs the edited bytes
+// with the predicate of the unedited evidence.json (its own summary must
+// not be what gives it away); each is refused, naming the file.
+func TestVerifyRefusesNumberAndEncodingTricks(t *testing.T) {
+	for _, tc := range []struct{ name, file, old, new, want string }{
+		{"byte order mark", "evidence.json", `{`, "\ufeff{", `invalid character '\ufeff' at start of value`},
+		{"index 1e0", "01-admission/evidence.json", `"index": 1,`, `"index": 1e0,`, `JSON number 1e0 into Go int within "/index"`},
+		{"index 1.0", "evidence.json", `"index": 1,`, `"index": 1.0,`, `JSON number 1.0 into Go int within "/scenarios/0/index"`},
+		{"durationMs past int64", "evidence.json", `"durationMs": 40`, `"durationMs": 40000000000000000000000000`, `within "/scenarios/0/durationMs"`},
+		{"ISO-8859-1 junit.xml", "junit.xml", `encoding="UTF-8"`, `encoding="ISO-8859-1"`, `encoding "ISO-8859-1" declared but Decoder.CharsetReader is nil`},
+		{"UTF-16 junit.xml", "junit.xml", `encoding="UTF-8"`, `encoding="UTF-16"`, `encoding "UTF-16" declared`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, keys := signedReport(t, nil)
+			data, err := os.ReadFile(filepath.Join(dir, "evidence.json"))
+			assert.NilError(t, err)
+			var run evidence.Run
+			assert.NilError(t, json.Unmarshal(data, &run))
+			edit(t, filepath.Join(dir, tc.file), tc.old, tc.new)
+			assert.NilError(t, os.Remove(filepath.Join(dir, attest.EnvelopeFile)))
+			key, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
+			assert.NilError(t, err)
+			_, err = attest.Sign(context.Background(), dir, key, evidence.PredicateType, evidence.PredicateOf(&run))
+			assert.NilError(t, err)
+			_, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+			assert.Assert(t, err != nil, "forged report verified")
+			for _, p := range problems(t, err) {
+				if p.File == tc.file && strings.Contains(p.Problem, tc.want) {
+					return
+				}
+			}
+			t.Fatalf("want %s: %s, got %v", tc.file, tc.want, problems(t, err))
 		})
 	}
 }
