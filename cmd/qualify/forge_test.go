@@ -15,6 +15,7 @@ import (
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
@@ -56,4 +57,47 @@ func TestPolicyRefusesAReportMadeWithoutAnEngine(t *testing.T) {
 		assert.Equal(t, code, exitcode.Failed, "%v: %s", args, stderr.String())
 		assert.Check(t, is.Contains(stderr.String(), want), "%v", args)
 	}
+}
+
+// The same trusted key listed twice, once in a re-wrapped PEM with a
+// header (another file, the same PKIX key), so that each entry binds it
+// to other rows or windows: LoadPolicy refuses the policy, naming the key
+// ID, since entries are matched by key ID, not by file.
+func TestPolicyRefusesOneKeyInTwoPEMEncodings(t *testing.T) {
+	dir := t.TempDir()
+	manifestPath, _, pub := signedRun(t, dir, true)
+	data, err := os.ReadFile(pub)
+	assert.NilError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	body := strings.Join(lines[1:len(lines)-1], "")
+	var wrapped strings.Builder
+	wrapped.WriteString("-----BEGIN PUBLIC KEY-----\nComment: the lane key again\n\n")
+	for len(body) > 16 {
+		wrapped.WriteString(body[:16] + "\n")
+		body = body[16:]
+	}
+	wrapped.WriteString(body + "\n-----END PUBLIC KEY-----\n")
+	twin := filepath.Join(dir, "twin.pub")
+	assert.NilError(t, os.WriteFile(twin, []byte(wrapped.String()), 0o644))
+	assert.Equal(t, keyID(t, twin), keyID(t, pub))
+	policy := hermeticPolicy(t, dir, "policy.yaml", manifestPath, true, scenario.CatalogueVersion,
+		trustLine(t, dir, pub, "hermetic"), trustLine(t, dir, twin, "other"))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", "--policy", policy, "x"}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage, stderr.String())
+	assert.Check(t, is.Contains(stderr.String(), "trust[1].key twin.pub: key ID "+keyID(t, pub)+" is already trusted by trust[0]; list all its rows in one entry"))
+}
+
+// A key holder reorders the scenarios of a pinned manifest (and so their
+// directories and indexes), consistent everywhere else and re-signed:
+// the gate compares the report with the manifest in order and refuses it.
+func TestGateRefusesReorderedScenarios(t *testing.T) {
+	report, keys, policy := pinnedRun(t, 1, true, false)
+	rewrite(t, report, keys, func(_ *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario {
+		return []*evidence.Scenario{files[1], files[0]}
+	})
+	code, stderr := gate(t, report, keys, policy)
+	assert.Equal(t, code, exitcode.Failed, stderr)
+	assert.Check(t, is.Contains(stderr, `scenario 1 "outcome" params {"pass":false}, but manifest `), stderr)
+	assert.Check(t, is.Contains(stderr, ` entry 1 params {"pass":true}`), stderr)
 }
