@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -100,4 +101,29 @@ func TestGateRefusesReorderedScenarios(t *testing.T) {
 	assert.Equal(t, code, exitcode.Failed, stderr)
 	assert.Check(t, is.Contains(stderr, `scenario 1 "outcome" params {"pass":false}, but manifest `), stderr)
 	assert.Check(t, is.Contains(stderr, ` entry 1 params {"pass":true}`), stderr)
+}
+
+// In a campaign, a scenario evidence file that claims another repeat than
+// its line in evidence.json (the file a reader opens says "repeat 1" for
+// the second run): the files disagree, and verify refuses it, naming the
+// file.
+func TestVerifyRefusesAScenarioFileOfAnotherRepeat(t *testing.T) {
+	report, keys, _ := pinnedRun(t, 2, true)
+	file := filepath.Join(report, "02-outcome", "evidence.json")
+	data, err := os.ReadFile(file)
+	assert.NilError(t, err)
+	assert.Assert(t, bytes.Contains(data, []byte(`"repeat": 2`)))
+	assert.NilError(t, os.WriteFile(file, bytes.Replace(data, []byte(`"repeat": 2`), []byte(`"repeat": 1`), 1), 0o644))
+	data, err = os.ReadFile(filepath.Join(report, "evidence.json"))
+	assert.NilError(t, err)
+	var r evidence.Run
+	assert.NilError(t, json.Unmarshal(data, &r))
+	assert.NilError(t, os.Remove(filepath.Join(report, attest.EnvelopeFile)))
+	key, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
+	assert.NilError(t, err)
+	assert.NilError(t, evidence.SignRun(context.Background(), report, key, &r))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"verify", "--key", filepath.Join(keys, attest.PublicKeyFile), report}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Failed, stderr.String())
+	assert.Check(t, is.Contains(stderr.String(), "02-outcome/evidence.json: repeat 1, but evidence.json says 2"))
 }

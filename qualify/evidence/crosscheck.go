@@ -162,6 +162,9 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 		if s.Abandoned != sum.Abandoned {
 			fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
 		}
+		if s.Repeat != sum.Repeat {
+			fail(file, "repeat %d, but evidence.json says %d", s.Repeat, sum.Repeat)
+		}
 		for _, p := range resourceProblems(r, &s) {
 			fail(file, "%s", p)
 		}
