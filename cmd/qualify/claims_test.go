@@ -155,6 +155,11 @@ func TestGateComparesTheReportWithItsPinnedManifest(t *testing.T) {
 				r.Policy = data
 				return files
 			}},
+		{"ran against another Engine", `endpoint "tcp://10.0.0.9:2375", but manifest`, []bool{true},
+			func(r *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario {
+				r.Endpoint = "tcp://10.0.0.9:2375"
+				return files
+			}},
 		{"runs as another user", "user 0:0, but manifest", []bool{true},
 			func(r *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario {
 				r.User.UID, r.User.GID = 0, 0
