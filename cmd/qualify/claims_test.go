@@ -21,7 +21,7 @@ import (
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
-// pinnedRun runs, without an Engine, a manifest with one outcome
+// pinnedRun runs, against the synthetic lane A Engine (laneAEngine), a manifest with one outcome
 // scenario per entry of passes (repeat times), signs the report with a
 // fresh key and writes a policy pinning the manifest and trusting the key.
 func pinnedRun(t *testing.T, repeat int, passes ...bool) (report, keys, policy string) {
@@ -31,7 +31,9 @@ func pinnedRun(t *testing.T, repeat int, passes ...bool) (report, keys, policy s
 	for _, p := range passes {
 		fmt.Fprintf(&entries, "  - {name: outcome, params: {pass: %t}}\n", p)
 	}
+	endpoint, engine := laneAEngine(t)
 	text := strings.Replace(fmt.Sprintf(outcomeManifest, strings.Repeat("a", 64), true), "  - {name: outcome, params: {pass: true}}\n", entries.String(), 1)
+	text = strings.Replace(text, "unix:///var/run/docker.sock", endpoint, 1)
 	manifestPath := filepath.Join(dir, "m.yaml")
 	assert.NilError(t, os.WriteFile(manifestPath, []byte(text), 0o644))
 	reg := scenario.NewRegistry(outcome{})
@@ -44,8 +46,8 @@ func pinnedRun(t *testing.T, repeat int, passes ...bool) (report, keys, policy s
 	key, err := attest.LoadPrivateKey(privPath)
 	assert.NilError(t, err)
 	report = filepath.Join(dir, "report")
-	_, err = qualify.Run(context.Background(), qualify.Config{Manifest: m, Output: report, Registry: reg, Repeat: repeat,
-		ImageID: "sha256:" + strings.Repeat("a", 64), ImageSource: "manifest", SigningKey: key})
+	_, err = qualify.Run(context.Background(), qualify.Config{Manifest: m, Output: report, Registry: reg, Repeat: repeat, Engine: engine,
+		ImageID: laneImage, ImageSource: "manifest", SigningKey: key})
 	assert.NilError(t, err)
 	policy = hermeticPolicy(t, dir, "policy.yaml", manifestPath, false, scenario.CatalogueVersion,
 		trustLine(t, dir, filepath.Join(keys, attest.PublicKeyFile), "hermetic"))
@@ -151,6 +153,11 @@ func TestGateComparesTheReportWithItsPinnedManifest(t *testing.T) {
 				data, err := json.Marshal(policy)
 				assert.NilError(t, err)
 				r.Policy = data
+				return files
+			}},
+		{"ran against another Engine", `endpoint "tcp://10.0.0.9:2375", but manifest`, []bool{true},
+			func(r *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario {
+				r.Endpoint = "tcp://10.0.0.9:2375"
 				return files
 			}},
 		{"runs as another user", "user 0:0, but manifest", []bool{true},

@@ -54,12 +54,14 @@ scenarios:
 `
 
 // signedRun writes a manifest whose one scenario passes or fails into dir,
-// runs it without an Engine, signs the report with a fresh key and returns
+// runs it against the synthetic lane A Engine (laneAEngine), signs the report with a fresh key and returns
 // the manifest, the report and the public key.
 func signedRun(t *testing.T, dir string, pass bool) (manifestPath, report, pub string) {
 	t.Helper()
 	manifestPath = filepath.Join(dir, "m.yaml")
-	assert.NilError(t, os.WriteFile(manifestPath, []byte(fmt.Sprintf(outcomeManifest, strings.Repeat("a", 64), pass)), 0o644))
+	endpoint, engine := laneAEngine(t)
+	text := strings.Replace(fmt.Sprintf(outcomeManifest, strings.Repeat("a", 64), pass), "unix:///var/run/docker.sock", endpoint, 1)
+	assert.NilError(t, os.WriteFile(manifestPath, []byte(text), 0o644))
 	reg := scenario.NewRegistry(outcome{})
 	useGateScenarios(t, reg)
 	m, err := manifest.Load(manifestPath, reg)
@@ -69,8 +71,8 @@ func signedRun(t *testing.T, dir string, pass bool) (manifestPath, report, pub s
 	key, err := attest.LoadPrivateKey(privPath)
 	assert.NilError(t, err)
 	report = filepath.Join(dir, "report")
-	_, err = qualify.Run(context.Background(), qualify.Config{Manifest: m, Output: report, Registry: reg,
-		ImageID: "sha256:" + strings.Repeat("a", 64), ImageSource: "manifest", SigningKey: key})
+	_, err = qualify.Run(context.Background(), qualify.Config{Manifest: m, Output: report, Registry: reg, Engine: engine,
+		ImageID: laneImage, ImageSource: "manifest", SigningKey: key})
 	assert.NilError(t, err)
 	return manifestPath, report, pub
 }

@@ -210,7 +210,15 @@ func Sign(ctx context.Context, dir string, key ed25519.PrivateKey, predicateType
 	}
 	defer root.Close()
 	st := Statement{Type: StatementType, PredicateType: predicateType}
+	folded := map[string]string{}
 	for _, n := range names {
+		if p := subjectNameProblem(n); p != "" {
+			return nil, fmt.Errorf("attest: %s: file name %q %s", dir, n, p)
+		}
+		if other, ok := folded[foldName(n)]; ok {
+			return nil, fmt.Errorf("attest: %s: file names %q and %q differ only in case", dir, other, n)
+		}
+		folded[foldName(n)] = n
 		d, _, err := readSubject(root, n, false, "", 0)
 		if err != nil {
 			return nil, fmt.Errorf("attest: digest %s: %w", n, err)
@@ -453,9 +461,18 @@ func subjectNameProblem(name string) string {
 		return "is not a relative file path"
 	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
 		return "contains a control character or backslash"
+	case strings.ContainsFunc(name, func(r rune) bool { return r > 0x7e }):
+		// macOS file systems hold one file for the NFC and NFD spellings
+		// of a name, and a look-alike letter names another file than the
+		// one a reader thinks: a report's names are ASCII.
+		return "contains a character outside printable ASCII"
 	}
 	return ""
 }
+
+// foldName is the key under which a case-insensitive file system (macOS,
+// Windows: where a Desktop lane's report is checked out) stores name.
+func foldName(name string) string { return strings.ToLower(strings.ToUpper(name)) }
 
 func (v *verification) checkSubjects(context.Context) bool {
 	root, err := os.OpenRoot(v.dir)
@@ -468,6 +485,7 @@ func (v *verification) checkSubjects(context.Context) bool {
 	v.digests = map[string]string{}
 	v.checks = map[string]func([]byte) error{}
 	v.content = map[string][]byte{}
+	folded := map[string]string{}
 	parsed := map[string]bool{}
 	for _, n := range v.opts.Parsed {
 		parsed[n] = true
@@ -482,6 +500,11 @@ func (v *verification) checkSubjects(context.Context) bool {
 			v.fail(s.Name, "listed twice")
 			continue
 		}
+		if other, ok := folded[foldName(s.Name)]; ok {
+			v.fail(s.Name, "differs from subject %s only in case: a case-insensitive file system holds one file for both", other)
+			continue
+		}
+		folded[foldName(s.Name)] = s.Name
 		if !hex64.MatchString(want) || len(s.Digest) != 1 {
 			v.fail(s.Name, "digest %v: want exactly sha256 with 64 lowercase hex digits", s.Digest)
 			continue

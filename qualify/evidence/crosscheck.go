@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/qualbox/qualbox/qualify/attest"
@@ -103,10 +105,10 @@ func runVerdictProblem(r *Run) string {
 
 // crossCheck compares the signed files of a report with its evidence.json
 // (already decoded into r) and checks its claims (claims.go) at time now.
-// scenarioFiles are the subjects that look like scenario evidence. It
+// subjects are the signed statement's subject names. It
 // returns the decoded scenario evidence by r.Scenarios index (nil when not
 // run or unreadable); problems are *attest.FileError values, joined.
-func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error), now time.Time) ([]*Scenario, error) {
+func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), now time.Time) ([]*Scenario, error) {
 	var errs []error
 	fail := func(file, format string, args ...any) {
 		errs = append(errs, &attest.FileError{File: file, Err: fmt.Errorf(format, args...)})
@@ -160,6 +162,9 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 		if s.Abandoned != sum.Abandoned {
 			fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
 		}
+		if s.Repeat != sum.Repeat {
+			fail(file, "repeat %d, but evidence.json says %d", s.Repeat, sum.Repeat)
+		}
 		for _, p := range resourceProblems(r, &s) {
 			fail(file, "%s", p)
 		}
@@ -173,9 +178,20 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 			fail(file, "%d/%d checks passed, but evidence.json says %d/%d", s.PassedChecks(), len(s.Checks), sum.Passed, sum.Checks)
 		}
 	}
-	for _, f := range scenarioFiles {
-		if !referenced[f] {
+	dirs := map[string]bool{}
+	for _, sum := range r.Scenarios {
+		if sum.Dir != "" {
+			dirs[sum.Dir] = true
+		}
+	}
+	for _, f := range subjects {
+		switch top, _, nested := strings.Cut(f, "/"); {
+		case isScenarioEvidence(f) && !referenced[f]:
 			fail(f, "scenario evidence that evidence.json does not list")
+		case !nested && !slices.Contains(reportFiles, f):
+			fail(f, "a file the report layout does not have: the top of a report holds only %s (docs/qualification.md#evidence)", strings.Join(reportFiles, ", "))
+		case nested && !dirs[top]:
+			fail(f, "in directory %s/, which is no scenario directory evidence.json lists", top)
 		}
 	}
 	if why := runVerdictProblem(r); why != "" {
@@ -204,6 +220,10 @@ func crossCheck(r *Run, scenarioFiles []string, read func(string) ([]byte, error
 	}
 	return files, errors.Join(errs...)
 }
+
+// reportFiles are the files at the top of a report besides the envelope;
+// everything else lies in a scenario's directory.
+var reportFiles = []string{"evidence.json", "summary.md", "junit.xml"}
 
 // isScenarioEvidence reports whether a subject name is a scenario's
 // evidence file.

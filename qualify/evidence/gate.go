@@ -88,16 +88,18 @@ type Requirement struct {
 //
 // Without a requirement (req nil) it fails only on failures: a run verdict
 // that is not passed, or a scenario that failed in any report. With one,
-// also on: a report without the required harness identity (module,
-// catalogue pair, clean revision); a report older than MaxReportAge; a
-// report that matches no row; a report of a row that ran a manifest the
-// row does not pin, or that does not list the pinned manifest's
-// scenarios, params, policy and user (ManifestProblems); a required row
-// with no satisfying report (an informational row with no report at all
-// is pending, not a violation); a report of a row in which one of the
-// row's scenarios was not run or did not pass (a failed one is already
-// named by the matrix line). A violation that concerns only informational
-// rows does not fail the gate.
+// also on: a report made without an Engine (EnginelessProblem); a report
+// whose tuple matches more than one row; a report without the required
+// harness identity (module, catalogue pair, clean revision); a report
+// older than MaxReportAge; a report that matches no row; a report of a
+// row that ran a manifest the row does not pin, or that does not list the
+// pinned manifest's scenarios, params, policy and user (ManifestProblems);
+// a required row with no satisfying report (an informational row with no
+// report at all is pending, not a violation); a report of a row in which
+// one of the row's scenarios was not run or did not pass (a failed one is
+// already named by the matrix line). A violation that concerns only
+// informational rows does not fail the gate; an Engineless report and one
+// matching several rows always do.
 //
 // Gate does not judge who signed: a policy's trust entries do that before
 // (VerifyTrusted).
@@ -178,8 +180,13 @@ func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation 
 			add(cols, "report %s: run ended %s, %s ago, beyond the policy's maxReportAge %s",
 				rep.Dir, rep.Run.Timing.End.UTC().Format(time.RFC3339), age.Round(time.Minute), req.MaxReportAge)
 		}
+		if why := EnginelessProblem(rep); why != "" {
+			add(nil, "report %s: %s", rep.Dir, why)
+			continue
+		}
 		t := rep.Predicate.Tuple
 		any := false
+		rowsMatched := 0
 		for i, row := range req.Rows {
 			if !row.Matches(t) {
 				continue
@@ -187,6 +194,9 @@ func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation 
 			any = true
 			matched[i]++
 			rc := []string{row.Name}
+			if rowsMatched++; rowsMatched == 2 {
+				add(nil, "report %s: %s", rep.Dir, multipleRowsProblem(t, matchingRows(req.Rows, t)))
+			}
 			if k := slices.Index(row.Manifests, t.ManifestSHA256); k >= 0 {
 				satisfied[i]++
 				if k < len(row.Pinned) && row.Pinned[k] != nil {
@@ -208,6 +218,17 @@ func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation 
 	for i, row := range req.Rows {
 		if satisfied[i] == 0 && (!row.Informational || matched[i] > 0) {
 			add([]string{row.Name}, "%s: no report with a pinned manifest", row)
+		}
+	}
+	return out
+}
+
+// matchingRows names the rows of rows that t matches.
+func matchingRows(rows []Row, t Tuple) []string {
+	var out []string
+	for _, r := range rows {
+		if r.Matches(t) {
+			out = append(out, r.Name)
 		}
 	}
 	return out

@@ -277,11 +277,15 @@ func orWant(p *int, want int) int {
 // element, text after the root, a repeated attribute and a namespace
 // prefix are each refused: encoding/xml accepts them and reads past
 // them, while xmllint, Python or a CI's JUnit reader refuse the document
-// or read another element or attribute than the gate did.
+// or read another element or attribute than the gate did. So is an
+// element or attribute outside junitLayout (a nested testsuite, a
+// flakyFailure, a status attribute), which the gate does not read but a
+// JUnit reader may count or show.
 func junitDocumentProblem(data []byte) error {
 	dec := xml.NewDecoder(bytes.NewReader(data))
 	dec.Strict = true
 	depth, roots := 0, 0
+	var open []string // the names of the elements enclosing the token
 	for {
 		offset := dec.InputOffset()
 		tok, err := dec.Token()
@@ -312,6 +316,15 @@ func junitDocumentProblem(data []byte) error {
 			if tok.Name.Space != "" {
 				return fmt.Errorf("element <%s:%s> at byte %d: namespaces are not allowed", tok.Name.Space, tok.Name.Local, offset)
 			}
+			parent := ""
+			if len(open) > 0 {
+				parent = open[len(open)-1]
+			}
+			open = append(open, tok.Name.Local)
+			attrs, known := junitLayout[[2]string{parent, tok.Name.Local}]
+			if !known {
+				return fmt.Errorf("element <%s> at byte %d inside %s: junit.xml holds only the elements JUnit writes (a reader may count a nested suite or a flaky or rerun element the gate does not read)", tok.Name.Local, offset, orRoot(parent))
+			}
 			seen := map[string]bool{}
 			for _, a := range tok.Attr {
 				if a.Name.Space != "" || a.Name.Local == "xmlns" {
@@ -320,10 +333,14 @@ func junitDocumentProblem(data []byte) error {
 				if seen[a.Name.Local] {
 					return fmt.Errorf("<%s> at byte %d: attribute %s repeated", tok.Name.Local, offset, a.Name.Local)
 				}
+				if !slices.Contains(attrs, a.Name.Local) {
+					return fmt.Errorf("<%s> at byte %d: attribute %s is not one JUnit writes there (a reader may take a status from it)", tok.Name.Local, offset, a.Name.Local)
+				}
 				seen[a.Name.Local] = true
 			}
 		case xml.EndElement:
 			depth--
+			open = open[:len(open)-1]
 		case xml.CharData:
 			if depth == 0 && len(bytes.TrimLeft(tok, " \t\r\n")) > 0 {
 				return fmt.Errorf("text %q at byte %d, outside the root element", truncate(string(tok), 20), offset)
@@ -334,6 +351,33 @@ func junitDocumentProblem(data []byte) error {
 		return errors.New("no root element")
 	}
 	return nil
+}
+
+// junitLayout is every element junit.xml may hold, by its parent's name
+// and its own ("" for the root), with the attributes it may carry: what
+// JUnit writes, and what reports written before the Ant layout wrote (the
+// testsuites counts, a system-out or system-err in a test case).
+var junitLayout = map[[2]string][]string{
+	{"", "testsuites"}:          {"name", "tests", "failures", "errors", "skipped", "time"},
+	{"testsuites", "testsuite"}: {"name", "tests", "failures", "errors", "skipped", "time", "timestamp", "hostname", "package", "id"},
+	{"testsuite", "properties"}: nil,
+	{"properties", "property"}:  {"name", "value"},
+	{"testsuite", "testcase"}:   {"name", "classname", "time"},
+	{"testcase", "failure"}:     {"message", "type"},
+	{"testcase", "skipped"}:     {"message"},
+	{"testcase", "system-out"}:  nil,
+	{"testcase", "system-err"}:  nil,
+	// JUnit writes no error; the cross-check names one (junitValueProblems).
+	{"testcase", "error"}:       {"message", "type"},
+	{"testsuite", "system-out"}: nil,
+	{"testsuite", "system-err"}: nil,
+}
+
+func orRoot(parent string) string {
+	if parent == "" {
+		return "the document"
+	}
+	return "<" + parent + ">"
 }
 
 func truncate(s string, n int) string {

@@ -122,7 +122,7 @@ func schemaOf(name string) func([]byte) error {
 func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed, error) {
 	var run Run
 	var pred Predicate
-	var scenarioFiles []string
+	var subjects []string
 	var files []*Scenario
 	st, err := attest.Verify(ctx, dir, key, attest.Options{
 		PredicateType: PredicateType,
@@ -131,9 +131,7 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 		// that it too is read once, and parsed as hashed.
 		Parsed: []string{"summary.md"},
 		Schema: func(name string) func([]byte) error {
-			if isScenarioEvidence(name) {
-				scenarioFiles = append(scenarioFiles, name)
-			}
+			subjects = append(subjects, name)
 			return schemaOf(name)
 		},
 		Predicate: func(raw json.RawMessage, read func(string) ([]byte, error)) error {
@@ -155,7 +153,7 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 			if !bytes.Equal(want, got) {
 				return errors.New("does not match the summary of evidence.json")
 			}
-			files, err = crossCheck(&run, scenarioFiles, read, time.Now())
+			files, err = crossCheck(&run, subjects, read, time.Now())
 			return err
 		},
 	})

@@ -46,13 +46,14 @@ func (e *TrustError) Error() string {
 
 // VerifyTrusted verifies the report in dir (VerifyRun) against every
 // trust entry and returns it with the first entry that admits it: its
-// key's signature verifies, every row of rows its signed tuple matches is
-// bound to the key, and its signed start and end lie in the key's window.
-// A report that fails verification against the key that signed it returns
-// that *attest.VerifyError; one that no entry admits a *TrustError naming
-// each signing key's ID and what it may not sign (a report that matches no
-// row of rows is refused too, so a policy's trust never covers a tuple
-// outside its rows).
+// key's signature verifies, its signed tuple matches exactly one row of
+// rows and that row is bound to the key, its run recorded an Engine
+// (EnginelessProblem), and its signed start and end lie in the key's
+// window. A report that fails verification against the key that signed it
+// returns that *attest.VerifyError; one that no entry admits a *TrustError
+// naming each signing key's ID and what it may not sign (a report that
+// matches no row of rows, or several, is refused too, so a policy's trust
+// never covers a tuple outside its rows and one run never stands for two).
 func VerifyTrusted(ctx context.Context, dir string, trust []TrustEntry, rows []Row) (*Signed, *TrustEntry, error) {
 	var problems []string
 	for i := range trust {
@@ -88,20 +89,47 @@ func (e *TrustEntry) admits(s *Signed, rows []Row) []string {
 		out = append(out, fmt.Sprintf("signed by %s, trusted from %s to %s, but its signed run time %s to %s falls outside that window",
 			e, e.NotBefore.Format(time.RFC3339), e.NotAfter.Format(time.RFC3339), start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano)))
 	}
-	matched := false
+	if why := EnginelessProblem(s); why != "" {
+		// Checked before the rows: a row without an engine prefix would
+		// match the blank tuple, and a hermetic run qualifies no host.
+		return append(out, fmt.Sprintf("signed by %s, but %s", e, why))
+	}
+	var matched []string
 	for _, r := range rows {
 		if !r.Matches(s.Predicate.Tuple) {
 			continue
 		}
-		matched = true
+		matched = append(matched, r.Name)
 		if !slices.Contains(e.Rows, r.Name) {
 			out = append(out, fmt.Sprintf("signed by %s, which is bound to rows %s, not to row %s that its tuple matches", e, strings.Join(e.Rows, ", "), r.Name))
 		}
 	}
-	if !matched {
+	switch {
+	case len(matched) == 0:
 		out = append(out, fmt.Sprintf("signed by %s, but its tuple (%s) matches no row of the policy", e, s.Predicate.Tuple.Label()))
+	case len(matched) > 1:
+		out = append(out, fmt.Sprintf("signed by %s, but %s", e, multipleRowsProblem(s.Predicate.Tuple, matched)))
 	}
 	return out
+}
+
+// EnginelessProblem says why a verified report made without an Engine (no
+// Engine facts and no admission: a hermetic run) cannot satisfy any row
+// of a gate, or "" when it recorded an Engine (docs/qualification.md#gate).
+// Such a report qualified no host: its blank tuple would otherwise match
+// every row that sets no engine, operating system or cgroup prefix.
+func EnginelessProblem(s *Signed) string {
+	if !engineless(s.Run) {
+		return ""
+	}
+	return fmt.Sprintf("its run recorded no Engine facts and no admission (a run without an Engine, tuple %s): it qualified no host, so it satisfies no row", s.Predicate.Tuple.Label())
+}
+
+// multipleRowsProblem is the refusal of a tuple that matches every row
+// named in rows (two or more): one run qualifies one row, else a single
+// report would meet two required rows (say, two lanes) at once.
+func multipleRowsProblem(t Tuple, rows []string) string {
+	return fmt.Sprintf("its tuple (%s) matches %d rows (%s): a report must match exactly one row, so one run cannot stand for several", t.Label(), len(rows), strings.Join(rows, ", "))
 }
 
 // NotSignedBy reports whether err (from VerifyRun) says only that the
