@@ -73,6 +73,12 @@ on_exit() {
 trap on_exit EXIT
 
 [ -n "$manifest" ] || fail 2 "input manifest is required"
+# A line break in a path would forge lines of GITHUB_OUTPUT.
+case "$manifest$out" in *$'\n'* | *$'\r'*)
+	manifest="(refused)" out=""
+	fail 2 "inputs manifest and output must not contain line breaks"
+	;;
+esac
 [ -n "${QUALBOX_SIGNING_KEY:-}" ] || fail 2 "input signing-key is required (a PEM ed25519 private key from qualify keygen, passed from a secret)"
 case "$manifest" in
 /*) manifest_file="$manifest" ;;

@@ -155,6 +155,7 @@ func TestActionRefusesBadInputs(t *testing.T) {
 	}{
 		{"public key of another pair", func(r *runner) { r.env["QUALBOX_PUBLIC_KEY"] = read(t, otherPub) }, "is not the public half of signing-key"},
 		{"no signing key", func(r *runner) { r.env["QUALBOX_SIGNING_KEY"] = "" }, "input signing-key is required"},
+		{"output that forges an output line", func(r *runner) { r.env["QUALBOX_OUTPUT"] = "report\nverdict=passed" }, "inputs manifest and output must not contain line breaks"},
 		{"manifest not in the checkout", func(r *runner) { r.env["QUALBOX_MANIFEST"] = "qualbox/missing.yaml" }, "input manifest: qualbox/missing.yaml is not a file in "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,7 +165,7 @@ func TestActionRefusesBadInputs(t *testing.T) {
 			assert.Check(t, is.Equal(code, 2), out)
 			assert.Check(t, is.Contains(out, tc.want))
 			summary := read(t, r.summary)
-			assert.Check(t, strings.HasPrefix(summary, "qualbox: ERROR qualbox/"), summary)
+			assert.Check(t, strings.HasPrefix(summary, "qualbox: ERROR "), summary)
 			assert.Check(t, is.Contains(summary, tc.want))
 			o := r.outputs(t)
 			assert.Check(t, is.Equal(o["verdict"], "error"))
