@@ -252,3 +252,27 @@ func TestActionOnLaneA(t *testing.T) {
 	_, err = os.Stat(filepath.Join(r.temp, "qualbox-keys", "qualbox-ed25519.key"))
 	assert.Check(t, os.IsNotExist(err), "the private key is removed after the run")
 }
+
+// Without an Engine at the endpoint input, qualify run exits 3 before any
+// report exists: the script exits 3 too, after the outputs and a summary
+// that says NO REPORT first, and leaves nothing to upload.
+func TestActionWithoutEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds qualify")
+	}
+	r := newRunner(t, reducedManifest(t))
+	sock := "unix://" + filepath.Join(t.TempDir(), "nothing.sock")
+	r.env["QUALBOX_ENDPOINT"] = sock
+	code, out := r.run(t, 5*time.Minute)
+	assert.Check(t, is.Equal(code, 3), out)
+	assert.Check(t, is.Contains(out, "no Docker Engine answers at "+sock))
+	report := filepath.Join(r.temp, "qualbox-report")
+	assert.Check(t, is.DeepEqual(r.outputs(t), map[string]string{"verdict": "no-report", "report-dir": report, "exit-code": "3"}))
+	summary := read(t, r.summary)
+	assert.Check(t, strings.HasPrefix(summary, "qualbox: NO REPORT qualbox/lane-a.yaml ("), summary)
+	assert.Check(t, is.Equal(strings.Count(summary, "\n"), 2), "the verdict line alone, no summary.md: %q", summary)
+	for _, p := range []string{report, report + ".pub"} {
+		_, err := os.Stat(p)
+		assert.Check(t, os.IsNotExist(err), "%s", p)
+	}
+}
