@@ -135,6 +135,14 @@ if [ "$(id -u)" != 0 ] && [ "$(uname -s)" = Linux ]; then
 	sudo=(sudo)
 fi
 cd "$GITHUB_WORKSPACE"
+# A cancelled job signals the whole process group: qualify cleans up and
+# writes its partial report (exit 130); this script, with a handler
+# instead of the default, waits for it and still verifies, summarises and
+# sets the outputs the upload step needs. (Children get the default
+# disposition back, unlike an ignored signal.)
+# shellcheck disable=SC2317 # invoked by the trap
+on_signal() { echo "qualbox: interrupted; finishing the report" >&2; }
+trap on_signal INT TERM
 set +e
 ${sudo[@]+"${sudo[@]}"} "$bin/qualify" "${args[@]}"
 code=$?
