@@ -22,6 +22,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
 // laneA is lane A's Engine socket (docs/lanes.md#lane-a).
@@ -242,8 +243,8 @@ func TestActionOnLaneA(t *testing.T) {
 	assert.Check(t, is.Equal(read(t, report+".pub"), r.env["QUALBOX_PUBLIC_KEY"]), "the uploaded .pub is the given public key")
 	pub, err := attest.LoadPublicKey(report + ".pub")
 	assert.NilError(t, err)
-	_, err = attest.Verify(context.Background(), report, pub, attest.Options{})
-	assert.Check(t, err)
+	_, err = evidence.VerifyRun(context.Background(), report, pub)
+	assert.Check(t, err, "the report verifies with the uploaded .pub")
 
 	var run struct {
 		Endpoint string `json:"endpoint"`
