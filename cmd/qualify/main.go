@@ -4,12 +4,12 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--endpoint URL] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
 //	qualify verify --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
 //	qualify image [--endpoint URL] [--probe BINARY] [--arch ARCH] [--busybox FILE] [--remove ID]
-//	qualify version
+//	qualify version [--json]
 //	qualify help [COMMAND]
 //
 // Every subcommand prints its help on stdout and exits 0 for -h or
@@ -86,8 +86,8 @@ var commands = []command{
 		return keygenCmd(args, stdout, stderr)
 	}},
 	{"image", "build the guest image, or remove exactly one image by ID", imageCmd},
-	{"version", "print the version, VCS revision and Go version of this binary", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
-		return cli.VersionCommand("qualify", args, stdout, stderr)
+	{"version", "print the version, VCS revision, Go version and scenario catalogue of this binary (--json: one object)", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return versionCmd(args, stdout, stderr)
 	}},
 }
 
@@ -178,7 +178,7 @@ const (
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
+	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -186,8 +186,10 @@ is signed: evidence.dsse.json is a DSSE envelope around an in-toto
 Statement over every file's SHA-256. Progress goes to stderr, the verdict
 table (or --json) to stdout.
 
-The Engine is the manifest's endpoint: DOCKER_HOST and docker contexts are
-ignored on purpose. When the manifest says "image: build" the guest image
+The Engine is the manifest's endpoint, or the one --endpoint names instead:
+DOCKER_HOST and docker contexts are ignored on purpose. --endpoint leaves
+the manifest file and its recorded digest unchanged; the run header's
+endpoint is the Engine the run actually used. When the manifest says "image: build" the guest image
 is built first and exactly that image is removed at the end.
 
 Each scenario run is bounded by --scenario-timeout: past it the scenario
@@ -202,6 +204,7 @@ namespace; one whose bounds need a quiet host runs alone. The report
 records the repeat count, the parallelism and each round's start order.`
 	fs := c.Flags
 	manifestPath := fs.String("manifest", "", "manifest `FILE` (YAML)")
+	endpoint := fs.String("endpoint", "", "instead of the manifest's engine.endpoint, the "+cli.EndpointNote)
 	output := fs.String("output", "", "fresh output `DIR` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
 	asJSON := fs.Bool("json", false, "print the run evidence as JSON on stdout instead of the table")
 	keepImage := fs.Bool("keep-image", false, `keep the guest image built for "image: build"`)
@@ -223,11 +226,24 @@ records the repeat count, the parallelism and each round's start order.`
 	if *scenarioTimeout < time.Second || *scenarioTimeout > maxScenarioTimeout {
 		return c.UsageError(stderr, fmt.Sprintf("--scenario-timeout must be 1s..%s, got %s", maxScenarioTimeout, *scenarioTimeout))
 	}
+	if *endpoint != "" {
+		if err := manifest.CheckEndpoint(*endpoint); err != nil {
+			return c.UsageError(stderr, "--endpoint "+err.Error())
+		}
+	}
 	reg := scenario.Default()
 	m, err := manifest.Load(*manifestPath, reg)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitcode.Usage
+	}
+	if *endpoint != "" && *endpoint != m.Endpoint {
+		// Every consumer of the manifest (connect, the run header, each
+		// scenario's driver and child controller) reads m.Endpoint, so the
+		// header records the Engine actually used; m.SHA256 stays the
+		// digest of the file as read.
+		fmt.Fprintf(stderr, "engine: %s (--endpoint, instead of the manifest's %s)\n", *endpoint, m.Endpoint)
+		m.Endpoint = *endpoint
 	}
 	var key ed25519.PrivateKey
 	if *signingKey != "" {

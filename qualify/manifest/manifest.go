@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -240,9 +239,8 @@ func Parse(file string, data []byte, v Validator) (*Manifest, error) {
 		eng := fields(n, "engine", []string{"endpoint"}, &is)
 		m.Endpoint = str(eng, "endpoint", "engine.", &is, true)
 		if m.Endpoint != "" {
-			p, ok := strings.CutPrefix(m.Endpoint, "unix://")
-			if !ok || !strings.HasPrefix(p, "/") || path.Clean(p) != p {
-				is.add("engine.endpoint", eng["endpoint"].Line, "%q: want unix:///<absolute socket path>, e.g. unix:///var/run/docker.sock", m.Endpoint)
+			if err := CheckEndpoint(m.Endpoint); err != nil {
+				is.add("engine.endpoint", eng["endpoint"].Line, "%s", err)
 			}
 		}
 	}

@@ -1,0 +1,159 @@
+// Command helper is the part of the qualbox GitHub Action (action.yml,
+// action/run.sh) that is easier to get right in Go than in shell. It is
+// built from the action's own source next to qualify and is not a
+// qualbox interface of its own.
+//
+// Usage:
+//
+//	helper pubkey SIGNING_KEY OUT [PUBLIC_KEY]
+//	helper verdict DIR LABEL VERIFY_STATUS
+//
+// pubkey loads the ed25519 PKCS#8 PEM private key SIGNING_KEY and writes
+// its public half (PEM PKIX) to the fresh file OUT. When PUBLIC_KEY is
+// given, OUT is a byte copy of it, after checking that it is exactly the
+// public half of SIGNING_KEY: a mismatch exits 2 naming both key IDs, so
+// a run is never signed with a key its verify step cannot trust.
+//
+// verdict prints two lines: the verdict word of the action's verdict
+// output (passed, failed, flaky, unverified or no-report) and the step
+// summary's first line, e.g.
+//
+//	qualbox: PASSED linux-x64-cgroupv1 (16 passed, 1 not_applicable)
+//
+// from DIR/evidence.json, which the action reads only after `qualify
+// verify` (whose exit status is VERIFY_STATUS) checked it; with a
+// non-zero VERIFY_STATUS, or without a report, the line says UNVERIFIED
+// or NO REPORT for LABEL (the manifest path) and never the report's own
+// verdict.
+// Exit status: 0, or 2 for bad arguments or keys.
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/evidence"
+)
+
+// maxEvidenceBytes bounds the evidence.json the verdict line reads
+// (qualify verify has already applied its own limits).
+const maxEvidenceBytes = 64 << 20
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) >= 3 && len(args) <= 4 && args[0] == "pubkey":
+		given := ""
+		if len(args) == 4 {
+			given = args[3]
+		}
+		if err := pubkey(args[1], args[2], given); err != nil {
+			fmt.Fprintf(stderr, "qualbox-action: %v\n", err)
+			return 2
+		}
+		return 0
+	case len(args) == 4 && args[0] == "verdict":
+		word, line := verdictLine(args[1], args[2], args[3])
+		fmt.Fprintf(stdout, "%s\n%s\n", word, line)
+		return 0
+	}
+	fmt.Fprintln(stderr, "usage: helper pubkey SIGNING_KEY OUT [PUBLIC_KEY] | helper verdict DIR PROFILE VERIFY_STATUS")
+	return 2
+}
+
+// pubkey writes the public half of the key at priv to out, or the file
+// given after checking it is that public half.
+func pubkey(priv, out, given string) error {
+	key, err := attest.LoadPrivateKey(priv)
+	if err != nil {
+		return fmt.Errorf("signing-key: %w", err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	var data []byte
+	if given == "" {
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			return err
+		}
+		data = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	} else {
+		want, err := attest.LoadPublicKey(given)
+		if err != nil {
+			return fmt.Errorf("public-key: %w", err)
+		}
+		if !bytes.Equal(want, pub) {
+			return fmt.Errorf("public-key (key ID %s) is not the public half of signing-key (key ID %s)", attest.KeyID(want), attest.KeyID(pub))
+		}
+		if data, err = os.ReadFile(given); err != nil {
+			return fmt.Errorf("public-key: %w", err)
+		}
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
+}
+
+// kinds is the order the verdict line counts scenario verdicts in.
+var kinds = []evidence.Kind{evidence.Passed, evidence.Failed, evidence.Flaky, evidence.Skipped, evidence.NotApplicable}
+
+// verdictLine returns the verdict word for the action's verdict output
+// (the run's verdict kind, "unverified" or "no-report") and the summary's
+// first line for the report in dir; label names the run when the report
+// cannot say (the manifest path).
+func verdictLine(dir, label, verifyStatus string) (string, string) {
+	data, err := readBounded(filepath.Join(dir, "evidence.json"))
+	if err != nil {
+		return "no-report", fmt.Sprintf("qualbox: NO REPORT %s (%v)", label, err)
+	}
+	if verifyStatus != "0" {
+		return "unverified", fmt.Sprintf("qualbox: UNVERIFIED %s (qualify verify exited %s; the report's own verdict is not trusted)", label, verifyStatus)
+	}
+	var r evidence.Run
+	if err := json.Unmarshal(data, &r); err != nil {
+		return "unverified", fmt.Sprintf("qualbox: UNVERIFIED %s (evidence.json: %v)", label, err)
+	}
+	counts := map[evidence.Kind]int{}
+	for _, s := range r.Scenarios {
+		counts[s.Verdict.Kind]++
+	}
+	var parts []string
+	for _, k := range kinds {
+		if counts[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+	}
+	line := fmt.Sprintf("qualbox: %s %s (%s)", strings.ToUpper(string(r.Verdict.Kind)), r.Profile, strings.Join(parts, ", "))
+	if r.Interrupted {
+		line += ", interrupted"
+	}
+	return string(r.Verdict.Kind), line
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxEvidenceBytes+1))
+	if err == nil && len(data) > maxEvidenceBytes {
+		err = fmt.Errorf("%s: larger than %d bytes", path, maxEvidenceBytes)
+	}
+	return data, err
+}

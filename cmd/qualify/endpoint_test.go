@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/qualify"
+)
+
+// A bad --endpoint is a usage error naming the flag and the value, found
+// before the manifest's Engine is contacted and before any output exists.
+func TestRunEndpointFlagIsChecked(t *testing.T) {
+	path := writeManifest(t, func(s string) string { return s })
+	for _, bad := range []string{"tcp://127.0.0.1:2375", "unix://relative.sock", "unix:///run/../docker.sock", "/var/run/docker.sock", "npipe:////./pipe/docker_engine"} {
+		out := filepath.Join(t.TempDir(), "out")
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "--manifest", path, "--endpoint", bad, "--output", out}, &stdout, &stderr)
+		assert.Check(t, is.Equal(code, exitcode.Usage), bad)
+		assert.Check(t, is.Contains(stderr.String(), `qualify run: --endpoint "`+bad+`": want unix:///<absolute socket path>`), bad)
+		assert.Check(t, !strings.Contains(stderr.String(), "Engine"), "no Engine was contacted: %s", stderr.String())
+		_, err := os.Stat(out)
+		assert.Check(t, os.IsNotExist(err), "no output directory for a usage error")
+	}
+}
+
+// --endpoint replaces the manifest's endpoint for the run: here the
+// manifest names lane A's socket and the flag a socket nothing serves, so
+// the run must fail to connect to the flag's socket and never reach the
+// manifest's. The manifest file is not rewritten.
+func TestRunEndpointOverridesManifest(t *testing.T) {
+	path := writeManifest(t, func(s string) string { return s })
+	before, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	sock := "unix://" + filepath.Join(t.TempDir(), "nothing.sock")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"run", "--manifest", path, "--endpoint", sock, "--output", filepath.Join(t.TempDir(), "out")}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Unavailable, stderr.String())
+	assert.Check(t, is.Contains(stderr.String(), "engine: "+sock+" (--endpoint, instead of the manifest's unix:///var/run/docker.sock)\n"))
+	assert.Check(t, is.Contains(stderr.String(), "no Docker Engine answers at "+sock+" "))
+	assert.Check(t, !strings.Contains(stderr.String(), "answers at unix:///var/run/docker.sock"))
+	after, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	assert.Check(t, bytes.Equal(before, after))
+}
+
+// version --json is one strict JSON object with the harness identity a
+// run records, plus the Go version.
+func TestVersionJSON(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"version", "--json"}, &stdout, &stderr), exitcode.OK)
+	assert.Check(t, is.Equal(stderr.String(), ""))
+	assert.Check(t, strings.HasSuffix(stdout.String(), "}\n") && strings.Count(stdout.String(), "\n") == 1, stdout.String())
+	var raw map[string]any
+	assert.NilError(t, json.Unmarshal(stdout.Bytes(), &raw))
+	keys := []string{"module", "version", "vcsRevision", "vcsTime", "vcsModified", "goVersion", "catalogueVersion", "catalogueSha256"}
+	assert.Check(t, is.Len(raw, len(keys)), "%v", raw)
+	for _, k := range keys {
+		_, ok := raw[k]
+		assert.Check(t, ok, "key %s missing in %s", k, stdout.String())
+	}
+	var v versionInfo
+	dec := json.NewDecoder(&stdout)
+	dec.DisallowUnknownFields()
+	assert.NilError(t, dec.Decode(&v))
+	h := qualify.HarnessIdentity()
+	assert.Check(t, is.Equal(v.GoVersion, runtime.Version()))
+	assert.Check(t, is.Equal(v.Module, h.Module))
+	assert.Check(t, is.Equal(v.CatalogueVersion, h.CatalogueVersion))
+	assert.Check(t, is.Equal(v.CatalogueSHA256, h.CatalogueSHA256))
+	assert.Check(t, is.Len(v.CatalogueSHA256, 64))
+
+	stdout.Reset()
+	assert.Equal(t, run(context.Background(), []string{"version"}, &stdout, &stderr), exitcode.OK)
+	assert.Check(t, is.Contains(stdout.String(), "\ncatalogue: v"))
+	stdout.Reset()
+	assert.Equal(t, run(context.Background(), []string{"version", "--json", "x"}, &stdout, &stderr), exitcode.Usage)
+}
