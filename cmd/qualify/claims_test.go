@@ -155,7 +155,7 @@ func TestGateComparesTheReportWithItsPinnedManifest(t *testing.T) {
 				r.Policy = data
 				return files
 			}},
-		{"ran against another Engine", `endpoint "tcp://10.0.0.9:2375", but manifest`, []bool{true},
+		{"ran against a TCP Engine", `endpoint: "tcp://10.0.0.9:2375"`, []bool{true},
 			func(r *evidence.Run, files []*evidence.Scenario) []*evidence.Scenario {
 				r.Endpoint = "tcp://10.0.0.9:2375"
 				return files

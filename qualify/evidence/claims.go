@@ -161,8 +161,9 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // names in order (a campaign of repeat N lists m's entries N times, each
 // run with its repeat number), each scenario evidence file's params with
 // its entry's (canonical JSON), the run's policy with m's policy encoded
-// as the runner encodes it, its profile, Engine endpoint, user and image
-// source. It returns one line per difference, nil when the report is what
+// as the runner encodes it, its profile, user and image
+// source, and that its Engine endpoint is a Unix socket (qualify run
+// --endpoint may name another than m's). It returns one line per difference, nil when the report is what
 // m says.
 func ManifestProblems(s *Signed, m *manifest.Manifest) []string {
 	r := s.Run
@@ -202,9 +203,11 @@ func ManifestProblems(s *Signed, m *manifest.Manifest) []string {
 	if r.Profile != m.Profile {
 		out = append(out, fmt.Sprintf("profile %q, but manifest %s profile %q", r.Profile, m.Path, m.Profile))
 	}
-	if r.Endpoint != m.Endpoint {
-		// qualify run talks to the manifest's Engine only.
-		out = append(out, fmt.Sprintf("endpoint %q, but manifest %s endpoint %q", r.Endpoint, m.Path, m.Endpoint))
+	// qualify run --endpoint may replace the manifest's socket (a host path,
+	// outside the pinned digest); the Engine facts, checked against the
+	// profile, identify the Engine. It is still a local Unix socket.
+	if err := manifest.CheckEndpoint(r.Endpoint); err != nil {
+		out = append(out, fmt.Sprintf("endpoint: %v (manifest %s names %q)", err, m.Path, m.Endpoint))
 	}
 	if r.User != m.User {
 		out = append(out, fmt.Sprintf("user %d:%d, but manifest %s user %d:%d", r.User.UID, r.User.GID, m.Path, m.User.UID, m.User.GID))
