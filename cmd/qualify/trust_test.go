@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,7 +135,7 @@ func TestVerifyPolicyRefusesAPlantedKey(t *testing.T) {
 	_, report, planted := signedRun(t, t.TempDir(), true)
 	// signedRun's synthetic catalogue cannot parse the committed manifests.
 	useGateScenarios(t, scenario.Default())
-	plantedKey := filepath.Join(root, "reports", "keys", "qualbox-ed25519-2026-12-02.pub")
+	plantedKey := filepath.Join(root, "reports", "keys", "qualbox-ed25519-planted.pub")
 	data, err := os.ReadFile(planted)
 	assert.NilError(t, err)
 	assert.NilError(t, os.WriteFile(plantedKey, data, 0o644))
@@ -155,7 +156,7 @@ func TestVerifyPolicyRefusesAPlantedKey(t *testing.T) {
 	assert.Equal(t, code, exitcode.Failed, stderr.String())
 	assert.Check(t, is.Contains(stderr.String(), plantedReport+": FAILED"))
 	assert.Check(t, is.Contains(stderr.String(), "  evidence.dsse.json: no signature by a key the policy trusts (trusted key IDs: "+
-		keyID(t, "../../reports/keys/qualbox-ed25519.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub")+")"))
+		keyID(t, "../../reports/keys/qualbox-ed25519.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-02.pub")+")"))
 	assert.Check(t, is.Equal(stdout.String(), ""))
 
 	// make verify runs exactly that.
@@ -231,7 +232,7 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 		edit func(h *evidence.Harness)
 		want string
 	}{
-		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6)"},
+		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6, v3 sha256 bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79)"},
 		{"listed version, unknown digest", func(h *evidence.Harness) { clean(h); h.CatalogueSHA256 = strings.Repeat("0", 64) }, "catalogue sha256 " + strings.Repeat("0", 64) + " is not an accepted digest of catalogue version 3"},
 		{"foreign module", func(h *evidence.Harness) { clean(h); h.Module = "example.com/qualbox" }, `module "example.com/qualbox" is not the required "github.com/qualbox/qualbox"`},
 		{"dirty build", func(h *evidence.Harness) { clean(h); h.VCSModified = true }, "the build of VCS revision 0123456789abcdef0123456789abcdef01234567 has local modifications, and a clean VCS revision is required"},
@@ -254,4 +255,15 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 		"qualify merge: not passed: row lane-a (profile linux-x64-cgroupv1, engine 20.10.): no report with a pinned manifest",
 		"qualify merge: not passed: row lane-b (profile linux-x64-cgroupv1, engine 2.0.0-): no report with a pinned manifest",
 	})
+}
+
+// The CI policy gates reports this commit's qualify makes, so it pins this
+// build's catalogue: a scenario change that does not update
+// .github/gate-policy.yaml would leave every CI report refused.
+func TestCIPolicyPinsThisBuildsCatalogue(t *testing.T) {
+	p, err := evidence.LoadPolicy("../../.github/gate-policy.yaml", scenario.Default())
+	assert.NilError(t, err)
+	want := evidence.Catalogue{Version: scenario.CatalogueVersion, SHA256: scenario.CatalogueSHA256}
+	assert.Check(t, slices.Contains(p.Requirement.Harness.Catalogues, want),
+		"add %s to .github/gate-policy.yaml harness.catalogues (pinned: %v)", want, p.Requirement.Harness.Catalogues)
 }

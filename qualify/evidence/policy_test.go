@@ -19,14 +19,15 @@ func TestExamplePolicyLoads(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, len(p.Requirement.Rows), 3)
 	assert.DeepEqual(t, p.Requirement.Harness, evidence.HarnessRequirement{Module: "github.com/qualbox/qualbox",
-		Catalogues: []evidence.Catalogue{{Version: 3, SHA256: "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6"}}, CleanRevision: true})
+		Catalogues: []evidence.Catalogue{{Version: 3, SHA256: "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6"},
+			{Version: 3, SHA256: "bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79"}}, CleanRevision: true})
 	assert.Equal(t, len(p.Requirement.Rows[0].Manifests), 1)
 	want, err := evidence.FileSHA256(filepath.Join("..", "..", "manifests", "linux-x64-cgroupv1.yaml"))
 	assert.NilError(t, err)
 	assert.Equal(t, p.Requirement.Rows[0].Manifests[0], want)
 	assert.Equal(t, len(p.Requirement.Rows[0].Scenarios), 16)
 	assert.Equal(t, len(p.Requirement.Rows[1].Scenarios), 17)
-	assert.Equal(t, len(p.Trust), 2)
+	assert.Equal(t, len(p.Trust), 3)
 	assert.Equal(t, filepath.Base(p.Trust[1].KeyFile), "qualbox-ed25519-2026-12-01.pub")
 	assert.DeepEqual(t, p.Trust[1].Rows, []string{"lane-a", "lane-b", "lane-c"})
 	assert.Equal(t, p.Trust[1].NotBefore, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
