@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -266,4 +267,69 @@ func TestCIPolicyPinsThisBuildsCatalogue(t *testing.T) {
 	want := evidence.Catalogue{Version: scenario.CatalogueVersion, SHA256: scenario.CatalogueSHA256}
 	assert.Check(t, slices.Contains(p.Requirement.Harness.Catalogues, want),
 		"add %s to .github/gate-policy.yaml harness.catalogues (pinned: %v)", want, p.Requirement.Harness.Catalogues)
+}
+
+// make gate (reports/gate-policy.yaml) and the CI gate job
+// (.github/gate-policy.yaml) apply the same trust to the lane rows: the
+// same row definitions, and the lane keys CI trusts are trusted locally
+// with the same rows and window, the newest local one among them. A row
+// matched differently would bind a report to other keys in CI than here.
+func TestLaneRowsAndTrustAgreeAcrossPolicies(t *testing.T) {
+	local, err := evidence.LoadPolicy(committedPolicy, scenario.Default())
+	assert.NilError(t, err)
+	ci, err := evidence.LoadPolicy("../../.github/gate-policy.yaml", scenario.Default())
+	assert.NilError(t, err)
+	lanes := map[string]bool{}
+	for _, r := range local.Requirement.Rows {
+		lanes[r.Name] = true
+		i := slices.IndexFunc(ci.Requirement.Rows, func(c evidence.Row) bool { return c.Name == r.Name })
+		if !assert.Check(t, i >= 0, "CI policy has no row %s", r.Name) {
+			continue
+		}
+		c := ci.Requirement.Rows[i]
+		r.Pinned, c.Pinned = nil, nil
+		assert.Check(t, is.DeepEqual(c, r), "row %s differs between the policies", r.Name)
+	}
+	type binding struct {
+		KeyID               string
+		Rows                []string
+		NotBefore, NotAfter time.Time
+	}
+	of := func(e evidence.TrustEntry) binding { return binding{e.KeyID, e.Rows, e.NotBefore, e.NotAfter} }
+	var newest binding
+	for _, e := range local.Trust {
+		if e.NotAfter.After(newest.NotAfter) {
+			newest = of(e)
+		}
+	}
+	found := false
+	for _, e := range ci.Trust {
+		if !slices.ContainsFunc(e.Rows, func(r string) bool { return lanes[r] }) {
+			continue
+		}
+		b := of(e)
+		found = found || is.DeepEqual(b, newest)().Success()
+		assert.Check(t, slices.ContainsFunc(local.Trust, func(l evidence.TrustEntry) bool { return is.DeepEqual(of(l), b)().Success() }),
+			"CI trusts %s for lane rows %v from %s to %s, which reports/gate-policy.yaml does not", b.KeyID, b.Rows, b.NotBefore, b.NotAfter)
+	}
+	assert.Check(t, found, "CI does not trust the newest lane key of reports/gate-policy.yaml (%s)", newest.KeyID)
+}
+
+// The CI gate job runs the policy's merge with no --key: trust comes from
+// .github/gate-policy.yaml alone, as for make gate.
+func TestCIGateJobUsesThePolicyOnly(t *testing.T) {
+	wf, err := os.ReadFile("../../.github/workflows/qualify.yml")
+	assert.NilError(t, err)
+	i := bytes.Index(wf, []byte("\n  gate:\n"))
+	assert.Assert(t, i >= 0, "qualify.yml has no gate job")
+	job := string(wf[i:])
+	assert.Check(t, is.Contains(job, "go run ./cmd/qualify merge --policy .github/gate-policy.yaml "))
+	for _, line := range strings.Split(job, "\n") {
+		if l := strings.TrimSpace(line); !strings.HasPrefix(l, "#") {
+			assert.Check(t, !strings.Contains(l, "--key"), "the gate job passes --key: %s", l)
+		}
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	assert.NilError(t, err)
+	assert.Check(t, is.Contains(string(mk), "merge --policy reports/gate-policy.yaml"))
 }

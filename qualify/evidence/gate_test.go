@@ -156,6 +156,17 @@ func TestGateHarnessPinIsExact(t *testing.T) {
 	rep := passedReport(t, release, nil)
 	req := &evidence.Requirement{Rows: []evidence.Row{row}, Harness: clean}
 	assert.DeepEqual(t, evidence.Gate(evidence.Merge([]*evidence.Signed{rep}), []*evidence.Signed{rep}, req), []string(nil))
+	// Go stamps a build of modified source "+dirty" in its version: with or
+	// without a VCS revision beside it, that is not clean.
+	for _, h := range []*evidence.Harness{
+		forged(func(h *evidence.Harness) { h.VCSRevision, h.Version = "", "v0.0.0-20261202182105-a32e32eee20c+dirty" }),
+		forged(func(h *evidence.Harness) { h.Version = "v0.0.0-20261202182105-a32e32eee20c+dirty" }),
+	} {
+		rep := passedReport(t, h, nil)
+		v := evidence.Gate(evidence.Merge([]*evidence.Signed{rep}), []*evidence.Signed{rep}, req)
+		assert.Assert(t, is.Len(v, 1), "%v", v)
+		assert.Check(t, is.Contains(v[0], "carries build metadata +dirty, and a clean VCS revision is required"))
+	}
 }
 
 // resign re-signs dir after its files were edited, with the predicate of

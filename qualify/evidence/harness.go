@@ -106,6 +106,9 @@ func (r HarnessRequirement) Check(h *Harness) []string {
 	}
 	if r.CleanRevision {
 		switch {
+		case semver.Build(h.Version) != "":
+			// Go marks a build of modified source "+dirty" in the version.
+			out = append(out, fmt.Sprintf("harness identity %s: version %s carries build metadata %s, and a clean VCS revision is required", h, h.Version, semver.Build(h.Version)))
 		case h.VCSRevision == "" && semver.IsValid(h.Version):
 			// A module build of a released or pseudo version.
 		case h.VCSRevision == "":

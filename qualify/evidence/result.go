@@ -78,7 +78,7 @@ func RefusalOf(dir string, err error) Refusal {
 	// the column that shows the refusal; a refusal fails the gate anyway.
 	if data, err := readRegular(filepath.Join(dir, "evidence.json"), attest.MaxFileBytes); err == nil {
 		var run Run
-		if json.Unmarshal(data, &run) == nil {
+		if attest.StrictJSONFile(data, "evidence.json", &run) == nil {
 			t := TupleOf(&run)
 			r.Claimed = &t
 		}
