@@ -705,6 +705,10 @@ run() {
 # the Engine never answers it prints docker.service's journal and fails.
 guest_job_common() {
 	local i bound
+	# Debian 12's docker CLI speaks API 1.41 by default, below Docker
+	# Engine 29's minimum (1.44): name a version every tuple serves. Only
+	# the CLI reads this; qualify and the driver pin their own.
+	export DOCKER_API_VERSION=1.44
 	touch "$S/booted"
 	echo "lanec-job: booted; docker.service $(systemctl is-active docker.service)"
 	bound=$(cat "$S/engine-timeout")
