@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lane C (docs/lanes.md#lane-c): a Debian 12 guest with a unified cgroup v2
+# Lane C (docs/lanes.md#lane-c): a Debian guest (12 by default, 13 with
+# LANEC_SUITE=trixie, below) with a unified cgroup v2
 # hierarchy, systemd as PID 1 and AppArmor, booted under QEMU's TCG
 # emulator, running an Engine tuple (LANEC_TUPLE, below) with the systemd
 # cgroup driver. The controller (a static `qualify`) runs INSIDE the guest, so the
@@ -72,7 +73,17 @@ host_mirror() {
 	} | grep -E '/debian/?$' | head -n 1 || true
 }
 MIRROR=${LANEC_MIRROR:-$(host_mirror)}
-SUITE=bookworm
+# LANEC_SUITE: the guest's Debian release, bookworm (Debian 12, Linux 6.1,
+# the default) or trixie (Debian 13, Linux 6.12: hierarchical pids.events
+# and pids.events.local, which kernels before 6.11 lack).
+SUITE=${LANEC_SUITE:-bookworm}
+case $SUITE in
+bookworm | trixie) ;;
+*)
+	echo "lanec: LANEC_SUITE must be bookworm or trixie, got '$SUITE'" >&2
+	exit 2
+	;;
+esac
 B_PREFIX=/opt/qualbox-moby
 TUPLE=${LANEC_TUPLE:-lane-b}
 if [ "$TUPLE" != lane-b ] && ! "$ROOT_DIR/scripts/tuple.sh" prefix "$TUPLE" >/dev/null; then
@@ -100,7 +111,7 @@ PROGRESS_SHOWN=()
 STOP_GRACE=${LANEC_STOP_GRACE:-180}
 IMAGE_BYTES=8G
 
-# Guest packages (Debian 12). docker.io brings the docker CLI and its
+# Guest packages (the same names in Debian 12 and 13). docker.io brings the docker CLI and its
 # dependencies (containerd, runc, tini, iptables); its dockerd is not used.
 PACKAGES=(systemd-sysv systemd udev dbus apparmor linux-image-amd64 containerd docker.io
 	iproute2 kmod procps util-linux busybox-static)
@@ -347,8 +358,16 @@ image() {
 	fi
 	guest_recipe "$tmp/root"
 	mkdir -p "$tmp/out"
-	cp "$(readlink -f "$tmp/root/vmlinuz")" "$tmp/out/vmlinuz"
-	cp "$(readlink -f "$tmp/root/initrd.img")" "$tmp/out/initrd.img"
+	# The kernel package links /vmlinuz and /initrd.img to its files in
+	# /boot; without those links, the newest of /boot.
+	local kernel initrd
+	kernel=$(readlink -f "$tmp/root/vmlinuz" 2>/dev/null || true)
+	initrd=$(readlink -f "$tmp/root/initrd.img" 2>/dev/null || true)
+	[ -f "$kernel" ] || kernel=$(find "$tmp/root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n 1)
+	[ -f "$initrd" ] || initrd=$(find "$tmp/root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tail -n 1)
+	if [ ! -f "$kernel" ] || [ ! -f "$initrd" ]; then die "no kernel or initrd in the $SUITE root"; fi
+	cp "$kernel" "$tmp/out/vmlinuz"
+	cp "$initrd" "$tmp/out/initrd.img"
 	log "mkfs.ext4 -d onto a sparse $IMAGE_BYTES image"
 	truncate -s "$IMAGE_BYTES" "$tmp/out/rootfs.img"
 	mkfs.ext4 -q -L qualbox-lanec -d "$tmp/root" "$tmp/out/rootfs.img"
