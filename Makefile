@@ -17,7 +17,7 @@ KEYS    ?= /var/lib/qualbox/keys
 # only with -buildvcs=true, which fails outside a checkout (a tarball).
 QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
-.PHONY: cross fuzz release test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate matrix
+.PHONY: cross fuzz release test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate matrix
 
 engine:
 	@scripts/engine.sh up
@@ -49,21 +49,31 @@ qualify: engine $(KEYS)/qualbox-ed25519.key
 qualify-lane-b: engine-b $(KEYS)/qualbox-ed25519.key
 	GOFLAGS=$(QUALIFY_GOFLAGS) $(GO) run ./cmd/qualify run --manifest manifests/linux-x64-cgroupv1-lane-b.yaml --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
 
+## TUPLE: the Engine tuple lane C's guest runs (docs/lanes.md#engine-tuples): lane-b (default) or a
+## name of `scripts/tuple.sh list`; `make tuple TUPLE=name` builds one without booting the guest.
+TUPLE ?=
+LANEC_ENV := $(if $(TUPLE),LANEC_TUPLE=$(TUPLE))
+
 ## qualify-linux-x64: lane C (docs/lanes.md#lane-c): boot the cached cgroup v2 + systemd + AppArmor
 ## guest under QEMU TCG, run manifests/linux-x64.yaml and the driver's conformance suite inside it,
 ## write and sign reports/runs/<timestamp>/ (or OUT=). Builds the guest image on first use (minutes).
 qualify-linux-x64: $(KEYS)/qualbox-ed25519.key
-	GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
+	$(LANEC_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
 
 ## test-lane-c: the same into $(LANEC_OUT), then verify the signed report with $(KEYS)/qualbox-ed25519.pub.
 LANEC_OUT := $(or $(OUT),reports/runs/lanec-$(shell date -u +%Y%m%dT%H%M%SZ))
 test-lane-c: $(KEYS)/qualbox-ed25519.key
-	GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key --out $(LANEC_OUT)
+	$(LANEC_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key --out $(LANEC_OUT)
 	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(LANEC_OUT)
+
+## tuple: build (or find) the Engine tuple $(TUPLE) under /opt/qualbox-tuples.
+tuple:
+	@test -n "$(TUPLE)" || { echo "make tuple: name one with TUPLE= (scripts/tuple.sh list)"; exit 2; }
+	scripts/tuple.sh build $(TUPLE)
 
 ## lanec-image: assemble (or find cached) lane C's guest image under /var/cache/qualbox/lanec.
 lanec-image:
-	scripts/lanec.sh image
+	$(LANEC_ENV) scripts/lanec.sh image
 
 ## bench: every driver benchmark, BENCH_COUNT samples each (one sample per run, qualbox and its
 ## reference back to back in it); benchstat reads the Benchmark lines, and the run ends with one

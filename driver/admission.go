@@ -37,8 +37,11 @@ type EngineFacts struct {
 	MinAPIVersion string `json:"minApiVersion"`
 	// ClientAPIVersion is the API version the driver pinned its client to
 	// and used for every request of this admission.
-	ClientAPIVersion string      `json:"clientApiVersion"`
-	GitCommit        string      `json:"gitCommit"`
+	ClientAPIVersion string `json:"clientApiVersion"`
+	GitCommit        string `json:"gitCommit"`
+	// GoVersion is the Go release the Engine was built with, from the
+	// Engine component's GoVersion detail ("go1.26.8"; "" when absent).
+	GoVersion        string      `json:"goVersion,omitempty"`
 	Os               string      `json:"os"`
 	Arch             string      `json:"arch"`
 	KernelVersion    string      `json:"kernelVersion"`
@@ -596,6 +599,7 @@ func (f *admissionFacts) engineFacts() EngineFacts {
 		e.Components = append(e.Components, comp.Name+" "+comp.Version)
 		if comp.Name == "Engine" {
 			e.GitCommit = comp.Details["GitCommit"]
+			e.GoVersion = comp.Details["GoVersion"]
 		}
 	}
 	return e

@@ -136,6 +136,9 @@ func TestAdmission(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Check(t, len(adm.Checks) > 15, "every check is recorded")
 	assert.Check(t, is.Len(adm.Failed(), 0))
+	// How the Engine was built is evidence: its Go release, read from
+	// /version's Engine component.
+	assert.Check(t, strings.HasPrefix(adm.Engine.GoVersion, "go1."), "GoVersion %q", adm.Engine.GoVersion)
 
 	cgroupv2 := newBackend(t, func(c *driver.Config) { c.Profile = "linux-x64" })
 	adm, err = cgroupv2.Admit(context.Background())

@@ -182,6 +182,7 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		Schema: evidence.Schema, Profile: m.Profile, Endpoint: m.Endpoint,
 		Manifest:   evidence.Manifest{Path: m.Path, SHA256: m.SHA256},
 		Controller: evidence.Controller{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), Hostname: host},
+		Host:       HostFacts(ctx, "/"),
 		Image:      evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
 		Policy:     policyJSON, User: m.User,
 		Harness:   HarnessIdentity(),

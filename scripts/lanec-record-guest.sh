@@ -62,8 +62,18 @@ snap() {
 	if [ -d "/$scope" ]; then
 		mkdir -p "$d/$scope"
 		for f in cgroup.procs cgroup.controllers cgroup.type memory.max memory.swap.max memory.current \
-			memory.peak memory.events memory.stat pids.max pids.current pids.events cpu.max cpu.weight; do
+			memory.peak memory.events memory.stat pids.max pids.current pids.events pids.events.local \
+			cpu.max cpu.weight; do
 			[ -r "/$scope/$f" ] && cat "/$scope/$f" >"$d/$scope/$f"
+		done
+		# The parent's pids counters tell the two semantics apart: from
+		# Linux 6.11 its pids.events counts the scope's refusals too
+		# (hierarchical) and its pids.events.local does not; before 6.11
+		# it counts neither.
+		local parent
+		parent=$(dirname "$scope")
+		for f in pids.events pids.events.local; do
+			[ -r "/$parent/$f" ] && cat "/$parent/$f" >"$d/$parent/$f"
 		done
 	fi
 	echo "recorded $1"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Lane C (docs/lanes.md#lane-c): a Debian 12 guest with a unified cgroup v2
+# Lane C (docs/lanes.md#lane-c): a Debian guest (12 by default, 13 with
+# LANEC_SUITE=trixie, below) with a unified cgroup v2
 # hierarchy, systemd as PID 1 and AppArmor, booted under QEMU's TCG
-# emulator, running lane B's pinned dockerd and runc with the systemd cgroup
-# driver. The controller (a static `qualify`) runs INSIDE the guest, so the
+# emulator, running an Engine tuple (LANEC_TUPLE, below) with the systemd
+# cgroup driver. The controller (a static `qualify`) runs INSIDE the guest, so the
 # observer reads the guest kernel's real cgroup v2 files.
 #
 #   scripts/lanec.sh deps
@@ -12,7 +13,7 @@
 #       Assemble the guest (debootstrap on the host, every package installed
 #       from the host side, never inside the guest) and cache it under
 #       /var/cache/qualbox/lanec/<key>/, where <key> digests the package
-#       list, this script's guest recipe and lane B's VERSIONS. A cached
+#       list, this script's guest recipe and the tuple's VERSIONS. A cached
 #       image is reused, so a second bring-up costs only the boot. Prints
 #       the cache directory.
 #   scripts/lanec.sh run [--manifest FILE] [--out DIR] [--signing-key FILE]
@@ -30,6 +31,14 @@
 #       Boot the guest and record real cgroup v2 trees (before, during OOM,
 #       during pids exhaustion, after cleanup) into DIR
 #       (scripts/lanec-record-guest.sh runs inside the guest).
+#
+# The Engine tuple (docs/lanes.md#engine-tuples), environment LANEC_TUPLE:
+# `lane-b` (the default) is lane B's pinned dockerd and runc
+# (scripts/engine.sh install-b) with Debian's containerd; any name of
+# `scripts/tuple.sh list` (ref-29.1.3, ref-29.1.4, current-29.7.2) is that
+# Docker Engine release's dockerd with its containerd, shim and runc, built
+# by scripts/tuple.sh and replacing Debian's in the guest, with the
+# containerd image store. Each tuple has its own cached image.
 #
 # Bounds (seconds, environment): LANEC_BOOT_TIMEOUT (qemu start until the
 # job unit starts, default 900), LANEC_ENGINE_TIMEOUT (then until the
@@ -64,8 +73,25 @@ host_mirror() {
 	} | grep -E '/debian/?$' | head -n 1 || true
 }
 MIRROR=${LANEC_MIRROR:-$(host_mirror)}
-SUITE=bookworm
+# LANEC_SUITE: the guest's Debian release, bookworm (Debian 12, Linux 6.1,
+# the default) or trixie (Debian 13, Linux 6.12: hierarchical pids.events
+# and pids.events.local, which kernels before 6.11 lack).
+SUITE=${LANEC_SUITE:-bookworm}
+case $SUITE in
+bookworm | trixie) ;;
+*)
+	echo "lanec: LANEC_SUITE must be bookworm or trixie, got '$SUITE'" >&2
+	exit 2
+	;;
+esac
 B_PREFIX=/opt/qualbox-moby
+TUPLE=${LANEC_TUPLE:-lane-b}
+if [ "$TUPLE" != lane-b ] && ! "$ROOT_DIR/scripts/tuple.sh" prefix "$TUPLE" >/dev/null; then
+	echo "lanec: LANEC_TUPLE must be lane-b or a name of scripts/tuple.sh list, got '$TUPLE'" >&2
+	exit 2
+fi
+# TUPLE_PREFIX holds the tuple's bin/ and VERSIONS once ensure_tuple ran.
+TUPLE_PREFIX=
 BOOT_TIMEOUT=${LANEC_BOOT_TIMEOUT:-900}
 ENGINE_TIMEOUT=${LANEC_ENGINE_TIMEOUT:-900}
 RUN_TIMEOUT=${LANEC_RUN_TIMEOUT:-2400}
@@ -85,7 +111,7 @@ PROGRESS_SHOWN=()
 STOP_GRACE=${LANEC_STOP_GRACE:-180}
 IMAGE_BYTES=8G
 
-# Guest packages (Debian 12). docker.io brings the docker CLI and its
+# Guest packages (the same names in Debian 12 and 13). docker.io brings the docker CLI and its
 # dependencies (containerd, runc, tini, iptables); its dockerd is not used.
 PACKAGES=(systemd-sysv systemd udev dbus apparmor linux-image-amd64 containerd docker.io
 	iproute2 kmod procps util-linux busybox-static)
@@ -156,8 +182,8 @@ guest_recipe() {
 	# prompt on it interleaves and drops lines, so no getty runs there.
 	chroot "$r" systemctl mask serial-getty@ttyS0.service getty@tty1.service \
 		docker.socket systemd-timesyncd.service >/dev/null 2>&1
-	# Lane B's runc replaces Debian's (diverted, so dpkg keeps it aside).
-	# Debian's containerd runs as its own unit rather than supervised by
+	# The tuple's runc replaces Debian's (diverted, so dpkg keeps it aside),
+	# and so do its containerd and shim when it has them. containerd runs as its own unit rather than supervised by
 	# dockerd: dockerd gives a containerd it starts itself 15 s to come up,
 	# too little for an emulated CPU on a shared host. Its CRI plugin is
 	# off, as in the configuration dockerd writes for a managed containerd.
@@ -166,18 +192,27 @@ guest_recipe() {
 	mkdir -p "$r/etc/systemd/system/containerd.service.d"
 	printf '[Service]\nTimeoutStartSec=600\n' >"$r/etc/systemd/system/containerd.service.d/qualbox.conf"
 	chroot "$r" dpkg-divert --local --rename --divert /usr/sbin/runc.debian --add /usr/sbin/runc >/dev/null
-	install -m 0755 "$B_PREFIX/bin/runc" "$r/usr/sbin/runc"
-	install -m 0755 "$B_PREFIX/bin/dockerd" "$r/usr/local/bin/dockerd"
-	cp "$B_PREFIX/VERSIONS" "$r/etc/qualbox-moby-VERSIONS"
+	install -m 0755 "$TUPLE_PREFIX/bin/runc" "$r/usr/sbin/runc"
+	local b
+	for b in containerd containerd-shim-runc-v2; do
+		[ -x "$TUPLE_PREFIX/bin/$b" ] || continue
+		chroot "$r" dpkg-divert --local --rename --divert "/usr/bin/$b.debian" --add "/usr/bin/$b" >/dev/null
+		install -m 0755 "$TUPLE_PREFIX/bin/$b" "$r/usr/bin/$b"
+	done
+	install -m 0755 "$TUPLE_PREFIX/bin/dockerd" "$r/usr/local/bin/dockerd"
+	cp "$TUPLE_PREFIX/VERSIONS" "$r/etc/qualbox-tuple-VERSIONS"
 	mkdir -p "$r/etc/docker"
-	cat >"$r/etc/docker/daemon.json" <<-'EOF'
-		{"exec-opts":["native.cgroupdriver=systemd"],"bridge":"none","iptables":false,"ip6tables":false}
-	EOF
-	# Debian's docker.service is replaced whole: no socket activation, lane
-	# B's binary.
+	local features=
+	if grep -qx 'store containerd' "$TUPLE_PREFIX/VERSIONS"; then
+		features=',"features":{"containerd-snapshotter":true}'
+	fi
+	printf '{"exec-opts":["native.cgroupdriver=systemd"],"bridge":"none","iptables":false,"ip6tables":false%s}\n' \
+		"$features" >"$r/etc/docker/daemon.json"
+	# Debian's docker.service is replaced whole: no socket activation, the
+	# tuple's binary.
 	cat >"$r/etc/systemd/system/docker.service" <<-'EOF'
 		[Unit]
-		Description=Docker Engine (lane B's pinned dockerd, systemd cgroup driver)
+		Description=Docker Engine (lane C's Engine tuple, systemd cgroup driver)
 		After=local-fs.target qualbox-net.service apparmor.service containerd.service
 		Wants=qualbox-net.service containerd.service
 		StartLimitIntervalSec=0
@@ -254,14 +289,26 @@ base_key() {
 	printf '%s\n' "$SUITE" "${PACKAGES[@]}" | sha256sum | cut -c1-16
 }
 
+# ensure_tuple builds (or finds) the Engine tuple and sets TUPLE_PREFIX.
+ensure_tuple() {
+	if [ "$TUPLE" = lane-b ]; then
+		"$ROOT_DIR/scripts/engine.sh" install-b
+		TUPLE_PREFIX=$B_PREFIX
+	else
+		TUPLE_PREFIX=$("$ROOT_DIR/scripts/tuple.sh" build "$TUPLE")
+	fi
+	log "Engine tuple $TUPLE: $(head -n 1 "$TUPLE_PREFIX/VERSIONS")"
+}
+
 # cache_key digests everything in the bootable image: the base, the guest
-# recipe's text, the kernel arguments, the image size and lane B's VERSIONS.
+# recipe's text, the kernel arguments, the image size and the tuple's
+# VERSIONS.
 cache_key() {
 	{
 		base_key
 		printf '%s\n' "$KERNEL_ARGS" "$IMAGE_BYTES"
 		declare -f guest_recipe
-		cat "$B_PREFIX/VERSIONS"
+		cat "$TUPLE_PREFIX/VERSIONS"
 	} | sha256sum | cut -c1-16
 }
 
@@ -272,7 +319,7 @@ cache_key() {
 # cache_key), so that editing the recipe does not re-run debootstrap.
 image() {
 	need_tools image
-	"$ROOT_DIR/scripts/engine.sh" install-b
+	ensure_tuple
 	local key bkey base
 	key=$(cache_key)
 	bkey=$(base_key)
@@ -311,8 +358,16 @@ image() {
 	fi
 	guest_recipe "$tmp/root"
 	mkdir -p "$tmp/out"
-	cp "$(readlink -f "$tmp/root/vmlinuz")" "$tmp/out/vmlinuz"
-	cp "$(readlink -f "$tmp/root/initrd.img")" "$tmp/out/initrd.img"
+	# The kernel package links /vmlinuz and /initrd.img to its files in
+	# /boot; without those links, the newest of /boot.
+	local kernel initrd
+	kernel=$(readlink -f "$tmp/root/vmlinuz" 2>/dev/null || true)
+	initrd=$(readlink -f "$tmp/root/initrd.img" 2>/dev/null || true)
+	[ -f "$kernel" ] || kernel=$(find "$tmp/root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n 1)
+	[ -f "$initrd" ] || initrd=$(find "$tmp/root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tail -n 1)
+	if [ ! -f "$kernel" ] || [ ! -f "$initrd" ]; then die "no kernel or initrd in the $SUITE root"; fi
+	cp "$kernel" "$tmp/out/vmlinuz"
+	cp "$initrd" "$tmp/out/initrd.img"
 	log "mkfs.ext4 -d onto a sparse $IMAGE_BYTES image"
 	truncate -s "$IMAGE_BYTES" "$tmp/out/rootfs.img"
 	mkfs.ext4 -q -L qualbox-lanec -d "$tmp/root" "$tmp/out/rootfs.img"
@@ -320,7 +375,8 @@ image() {
 		echo "key $key base $bkey"
 		echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
 		echo "packages ${PACKAGES[*]}"
-		cat "$B_PREFIX/VERSIONS"
+		echo "tuple $TUPLE"
+		cat "$TUPLE_PREFIX/VERSIONS"
 		# shellcheck disable=SC2016 # dpkg-query's own format fields, not shell expansions
 		chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 systemd apparmor containerd docker.io 2>/dev/null
 	} >"$tmp/out/BUILD"
@@ -668,6 +724,10 @@ run() {
 # the Engine never answers it prints docker.service's journal and fails.
 guest_job_common() {
 	local i bound
+	# Debian 12's docker CLI speaks API 1.41 by default, below Docker
+	# Engine 29's minimum (1.44): name a version every tuple serves. Only
+	# the CLI reads this; qualify and the driver pin their own.
+	export DOCKER_API_VERSION=1.44
 	touch "$S/booted"
 	echo "lanec-job: booted; docker.service $(systemctl is-active docker.service)"
 	bound=$(cat "$S/engine-timeout")
@@ -690,7 +750,10 @@ guest_job_common() {
 		echo "cgroup $(stat -fc %T /sys/fs/cgroup) controllers $(cat /sys/fs/cgroup/cgroup.controllers)"
 		echo "lsm $(cat /sys/kernel/security/lsm)"
 		echo "systemd $(systemctl --version | head -n1)"
+		sed 's/^/tuple /' /etc/qualbox-tuple-VERSIONS
 		docker version --format 'engine {{.Server.Version}} api {{.Server.APIVersion}}'
+		docker version --format '{{range .Server.Components}}component {{.Name}} {{.Version}} {{index .Details "GitCommit"}}{{println}}{{end}}'
+		docker info --format 'storage {{.Driver}} {{.DriverStatus}}'
 		docker info --format 'cgroup {{.CgroupVersion}} {{.CgroupDriver}} securityOptions {{.SecurityOptions}}'
 		grep -c . /sys/kernel/security/apparmor/profiles | sed 's/^/apparmor profiles loaded: /'
 		grep docker-default /sys/kernel/security/apparmor/profiles

@@ -233,7 +233,7 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 		edit func(h *evidence.Harness)
 		want string
 	}{
-		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6, v3 sha256 bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79)"},
+		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6, v3 sha256 bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79, v4 sha256 d7d0b52b3854620049b6355c60286577c179f44c0d48efe487330c8e42ca893f)"},
 		{"listed version, unknown digest", func(h *evidence.Harness) { clean(h); h.CatalogueSHA256 = strings.Repeat("0", 64) }, "catalogue sha256 " + strings.Repeat("0", 64) + " is not an accepted digest of catalogue version 3"},
 		{"foreign module", func(h *evidence.Harness) { clean(h); h.Module = "example.com/qualbox" }, `module "example.com/qualbox" is not the required "github.com/qualbox/qualbox"`},
 		{"dirty build", func(h *evidence.Harness) { clean(h); h.VCSModified = true }, "the build of VCS revision 0123456789abcdef0123456789abcdef01234567 has local modifications, and a clean VCS revision is required"},
@@ -255,6 +255,9 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 	assert.DeepEqual(t, lines, []string{
 		"qualify merge: not passed: row lane-a (profile linux-x64-cgroupv1, engine 20.10.): no report with a pinned manifest",
 		"qualify merge: not passed: row lane-b (profile linux-x64-cgroupv1, engine 2.0.0-): no report with a pinned manifest",
+		"qualify merge: not passed: row ref-29.1.3 (profile linux-x64, engine 29.1.3, os Debian GNU/Linux): no report with a pinned manifest",
+		"qualify merge: not passed: row ref-29.1.4 (profile linux-x64, engine 29.1.4, os Debian GNU/Linux): no report with a pinned manifest",
+		"qualify merge: not passed: row current-29.7.2 (profile linux-x64, engine 29.7.2, os Debian GNU/Linux): no report with a pinned manifest",
 	})
 }
 

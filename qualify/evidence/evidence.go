@@ -151,6 +151,33 @@ type Controller struct {
 	Hostname  string `json:"hostname,omitempty"`
 }
 
+// Host is the controller host's kernel, init, AppArmor and cgroup
+// facts, each as read there ("" when it could not be read).
+type Host struct {
+	// Kernel is the kernel release, "6.1.0-50-amd64"
+	// (/proc/sys/kernel/osrelease), and KernelBuild its build line,
+	// "#1 SMP PREEMPT_DYNAMIC Debian 6.1.158-1 (2026-11-10)"
+	// (/proc/sys/kernel/version).
+	Kernel      string `json:"kernel"`
+	KernelBuild string `json:"kernelBuild"`
+	// Systemd is the first line of `systemctl --version` when PID 1 is
+	// systemd, "systemd 252 (252.39-1~deb12u1)"; "" when PID 1 is not.
+	Systemd string `json:"systemd"`
+	// AppArmor is "enabled", "disabled" or "absent" (the kernel module's
+	// enabled parameter), then the first line of `apparmor_parser
+	// --version` when that parser is installed.
+	AppArmor string `json:"appArmor"`
+	// LSM is the kernel's active security modules in order
+	// (/sys/kernel/security/lsm), "lockdown,capability,apparmor".
+	LSM string `json:"lsm"`
+	// Cgroup is "2" for a unified hierarchy at /sys/fs/cgroup, "1" for
+	// cgroup v1 (with " hybrid" when a cgroup2 hierarchy is mounted at
+	// /sys/fs/cgroup/unified); CgroupControllers lists the controllers
+	// available there, space-separated.
+	Cgroup            string `json:"cgroup"`
+	CgroupControllers string `json:"cgroupControllers"`
+}
+
 // Manifest identifies the manifest a run executed.
 type Manifest struct {
 	Path   string `json:"path"`
@@ -247,14 +274,19 @@ type CampaignRound struct {
 
 // Run is the run-level evidence (<output>/evidence.json).
 type Run struct {
-	Schema     string             `json:"schema"`
-	Profile    string             `json:"profile"`
-	Endpoint   string             `json:"endpoint"`
-	Manifest   Manifest           `json:"manifest"`
-	Controller Controller         `json:"controller"`
-	Engine     driver.EngineFacts `json:"engine"`
-	Admission  Admission          `json:"admission"`
-	Image      Image              `json:"image"`
+	Schema     string     `json:"schema"`
+	Profile    string     `json:"profile"`
+	Endpoint   string     `json:"endpoint"`
+	Manifest   Manifest   `json:"manifest"`
+	Controller Controller `json:"controller"`
+	// Host is what the controller read of the host it runs on (Linux
+	// controllers; nil elsewhere and in reports made before it was
+	// recorded). Where the Engine runs on the same kernel (every Linux
+	// lane, the lane C guest, a hosted runner) it is the Engine's host.
+	Host      *Host              `json:"host,omitempty"`
+	Engine    driver.EngineFacts `json:"engine"`
+	Admission Admission          `json:"admission"`
+	Image     Image              `json:"image"`
 	// Tuple is the platform tuple this run qualifies (derived from the
 	// fields above with TupleOf).
 	Tuple Tuple `json:"tuple"`

@@ -17,10 +17,20 @@ import (
 func TestExamplePolicyLoads(t *testing.T) {
 	p, err := evidence.LoadPolicy(filepath.Join("..", "..", "reports", "gate-policy.yaml"), scenario.Default())
 	assert.NilError(t, err)
-	assert.Equal(t, len(p.Requirement.Rows), 3)
+	assert.Equal(t, len(p.Requirement.Rows), 6)
 	assert.DeepEqual(t, p.Requirement.Harness, evidence.HarnessRequirement{Module: "github.com/qualbox/qualbox",
 		Catalogues: []evidence.Catalogue{{Version: 3, SHA256: "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6"},
-			{Version: 3, SHA256: "bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79"}}, CleanRevision: true})
+			{Version: 3, SHA256: "bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79"},
+			{Version: 4, SHA256: "d7d0b52b3854620049b6355c60286577c179f44c0d48efe487330c8e42ca893f"}}, CleanRevision: true})
+	// lane C on the reference's baseline runs everything but datasets,
+	// below 29.1.4; on its dataset composition, everything.
+	for _, r := range p.Requirement.Rows[3:5] {
+		assert.Equal(t, r.Profile, "linux-x64")
+	}
+	assert.Equal(t, p.Requirement.Rows[3].Name, "ref-29.1.3")
+	assert.Equal(t, len(p.Requirement.Rows[3].Scenarios), 16)
+	assert.Equal(t, p.Requirement.Rows[4].Name, "ref-29.1.4")
+	assert.Equal(t, len(p.Requirement.Rows[4].Scenarios), 17)
 	assert.Equal(t, len(p.Requirement.Rows[0].Manifests), 1)
 	want, err := evidence.FileSHA256(filepath.Join("..", "..", "manifests", "linux-x64-cgroupv1.yaml"))
 	assert.NilError(t, err)

@@ -297,10 +297,15 @@ type Snapshot struct {
 	// oom_kill (v2): processes the kernel's OOM killer killed in the scope.
 	OOMKills *int64 `json:"oomKills"`
 	// PidsMax, PidsCurrent and PidsMaxEvents are pids.max, pids.current and
-	// pids.events "max" (forks refused at the limit).
-	PidsMax       *int64 `json:"pidsMax"`
-	PidsCurrent   *int64 `json:"pidsCurrent"`
-	PidsMaxEvents *int64 `json:"pidsMaxEvents"`
+	// pids.events "max". Before Linux 6.11 that counts the forks refused
+	// at this cgroup's own limit; from 6.11 it is hierarchical (refusals
+	// at this cgroup's limit or any descendant's), and PidsMaxEventsLocal,
+	// pids.events.local "max", counts those at this cgroup's limit alone
+	// (nil where the kernel has no pids.events.local, v1 included).
+	PidsMax            *int64 `json:"pidsMax"`
+	PidsCurrent        *int64 `json:"pidsCurrent"`
+	PidsMaxEvents      *int64 `json:"pidsMaxEvents"`
+	PidsMaxEventsLocal *int64 `json:"pidsMaxEventsLocal,omitempty"`
 	// CPUQuotaMicros and CPUPeriodMicros are cpu.cfs_quota_us and
 	// cpu.cfs_period_us (v1) or the two fields of cpu.max (v2).
 	CPUQuotaMicros  *int64 `json:"cpuQuotaMicros"`
@@ -311,6 +316,21 @@ type Snapshot struct {
 	// content; Errors lists files that could not be read.
 	Files  map[string]string `json:"files"`
 	Errors []string          `json:"errors,omitempty"`
+}
+
+// PidsLimitRefusals is how many forks this cgroup's own pids.max refused,
+// and the file and key it read: pids.events.local "max" where the kernel
+// has it (6.11 and later, whose pids.events counts descendants' limits
+// too), else pids.events "max" (before 6.11, where that count is this
+// cgroup's own). The count is -1 when neither was readable.
+func (s Snapshot) PidsLimitRefusals() (n int64, source string) {
+	switch {
+	case s.PidsMaxEventsLocal != nil:
+		return *s.PidsMaxEventsLocal, "pids.events.local max"
+	case s.PidsMaxEvents != nil:
+		return *s.PidsMaxEvents, "pids.events max"
+	}
+	return -1, "pids.events max"
 }
 
 // LimitHits is how often the memory limit was hit: on v1 the larger of
@@ -392,6 +412,19 @@ func (s Scope) Read(fsys fs.FS, label string) Snapshot {
 	snap.PidsMax = num("pids", "pids.max")
 	snap.PidsCurrent = num("pids", "pids.current")
 	snap.PidsMaxEvents = key("pids", "pids.events", "max")
+	if s.Version == 2 {
+		// Absent before Linux 6.11: not an error there.
+		if dir, ok := s.Dirs["pids"]; ok {
+			p := path.Join(dir, "pids.events.local")
+			if data, err := fs.ReadFile(fsys, p); err == nil {
+				v := strings.TrimSpace(string(data))
+				snap.Files[p] = v
+				snap.PidsMaxEventsLocal = keyed(v, "max")
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				snap.Errors = append(snap.Errors, fmt.Sprintf("%s: %v", p, err))
+			}
+		}
+	}
 	if procs, ok := read("memory", "cgroup.procs"); ok {
 		snap.Procs = pids(procs)
 	}

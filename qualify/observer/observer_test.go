@@ -130,3 +130,49 @@ func TestSignedObservation(t *testing.T) {
 	assert.Assert(t, errors.As(err, &ve))
 	assert.Equal(t, ve.Problems[0].File, observer.ObservationFile)
 }
+
+// pids.events semantics: before Linux 6.11 pids.events "max" counts the
+// forks this cgroup's own limit refused; from 6.11 it is hierarchical and
+// pids.events.local "max" holds the local count. The refusals of the
+// sandbox's own limit are read from pids.events.local when the kernel has
+// it, so a hierarchical count from a descendant's limit is never taken
+// for the sandbox's; an unreadable pids.events.local is an error, an
+// absent one is not.
+func TestPidsEventsLocalSemantics(t *testing.T) {
+	dir := "sys/fs/cgroup/system.slice/docker-" + v2ID + ".scope"
+	tree := func(t *testing.T, local func(root string)) observer.Snapshot {
+		t.Helper()
+		root := t.TempDir()
+		assert.NilError(t, os.CopyFS(root, os.DirFS("testdata/v2-systemd")))
+		if local != nil {
+			local(root)
+		}
+		s, err := observer.Resolve(os.DirFS(root), 4242)
+		assert.NilError(t, err)
+		return s.Read(os.DirFS(root), "during")
+	}
+
+	old := tree(t, nil)
+	assert.Equal(t, len(old.Errors), 0, "%v", old.Errors)
+	assert.Check(t, old.PidsMaxEventsLocal == nil)
+	n, source := old.PidsLimitRefusals()
+	assert.Equal(t, n, int64(14))
+	assert.Equal(t, source, "pids.events max")
+
+	// 6.11+: 14 refusals in the subtree, 3 of them at this cgroup's limit.
+	hier := tree(t, func(root string) {
+		assert.NilError(t, os.WriteFile(filepath.Join(root, dir, "pids.events.local"), []byte("max 3\n"), 0o644))
+	})
+	assert.Equal(t, len(hier.Errors), 0, "%v", hier.Errors)
+	n, source = hier.PidsLimitRefusals()
+	assert.Equal(t, n, int64(3))
+	assert.Equal(t, source, "pids.events.local max")
+	assert.Equal(t, *hier.PidsMaxEvents, int64(14))
+	assert.Equal(t, hier.Files[dir+"/pids.events.local"], "max 3")
+
+	broken := tree(t, func(root string) {
+		assert.NilError(t, os.Mkdir(filepath.Join(root, dir, "pids.events.local"), 0o755))
+	})
+	assert.Equal(t, len(broken.Errors), 1, "%v", broken.Errors)
+	assert.Check(t, broken.PidsMaxEventsLocal == nil)
+}

@@ -17,8 +17,10 @@ import (
 // report made before reports carried a harness identity; version 2 the
 // first catalogue that recorded one; version 3 adds datasets and
 // desktop-admission and the lost-engine-replies check that the Engine
-// handled the create whose reply was lost.
-const CatalogueVersion = 3
+// handled the create whose reply was lost; version 4 has pid-exhaustion
+// read the sandbox's own refusals from pids.events.local where the kernel
+// has it (Linux 6.11 and later, whose pids.events is hierarchical).
+const CatalogueVersion = 4
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.

@@ -1,0 +1,115 @@
+package qualify
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/qualbox/qualbox/qualify/evidence"
+)
+
+// HostFacts reads the controller host's kernel, init, AppArmor and cgroup
+// facts under root (the file system root, "/" outside tests). It returns
+// nil on a controller that is not Linux (hostfacts_other.go). Each command it runs
+// (`systemctl --version`, `apparmor_parser --version`) is bounded by ctx
+// and by 5 s; a fact that cannot be read is "".
+func HostFacts(ctx context.Context, root string) *evidence.Host {
+	at := func(p string) string { return filepath.Join(root, p) }
+	h := &evidence.Host{
+		Kernel:      readLine(at("proc/sys/kernel/osrelease")),
+		KernelBuild: readLine(at("proc/sys/kernel/version")),
+		LSM:         readLine(at("sys/kernel/security/lsm")),
+	}
+	if readLine(at("proc/1/comm")) == "systemd" {
+		h.Systemd = firstLine(ctx, "systemctl", "--version")
+	}
+	switch readLine(at("sys/module/apparmor/parameters/enabled")) {
+	case "Y":
+		h.AppArmor = "enabled"
+	case "":
+		h.AppArmor = "absent"
+	default:
+		h.AppArmor = "disabled"
+	}
+	if v := firstLine(ctx, "apparmor_parser", "--version"); v != "" {
+		h.AppArmor += ", " + v
+	}
+	h.Cgroup, h.CgroupControllers = cgroupFacts(at("sys/fs/cgroup"))
+	return h
+}
+
+// cgroupFacts names the cgroup version mounted at dir and its
+// controllers: cgroup.controllers of a unified hierarchy, or the v1
+// hierarchies' directory names.
+func cgroupFacts(dir string) (version, controllers string) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "", ""
+	}
+	switch st.Type {
+	case unix.CGROUP2_SUPER_MAGIC:
+		return "2", readLine(filepath.Join(dir, "cgroup.controllers"))
+	case unix.TMPFS_MAGIC, unix.CGROUP_SUPER_MAGIC:
+		// v1: a tmpfs holding one mount per hierarchy.
+	default:
+		return "", ""
+	}
+	version = "1"
+	var un unix.Statfs_t
+	if unix.Statfs(filepath.Join(dir, "unified"), &un) == nil && un.Type == unix.CGROUP2_SUPER_MAGIC {
+		version += " hybrid"
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return version, ""
+	}
+	var names []string
+	for _, e := range entries {
+		// Hierarchies are directories; co-mounted ones ("cpu,cpuacct")
+		// also appear as symlinks to them, which are skipped.
+		if e.IsDir() && e.Name() != "unified" && e.Name() != "systemd" {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	return version, strings.Join(names, " ")
+}
+
+// readLine returns the first line of a small kernel file, trimmed; "" when
+// it cannot be read.
+func readLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if sc.Scan() {
+		return strings.TrimSpace(sc.Text())
+	}
+	return ""
+}
+
+// firstLine runs name with args for at most 5 s and returns the first
+// line it printed; "" when it is not installed or fails.
+func firstLine(ctx context.Context, name string, args ...string) string {
+	if _, err := exec.LookPath(name); err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	if err != nil {
+		return ""
+	}
+	line, _, _ := bytes.Cut(out, []byte("\n"))
+	return strings.TrimSpace(string(line))
+}

@@ -1,0 +1,71 @@
+package qualify_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/qualify"
+)
+
+// HostFacts on this host agrees with what the kernel reports through
+// other interfaces: uname(2) for the kernel, statfs(2) for the cgroup
+// hierarchy, PID 1's name for the init.
+func TestHostFactsOfThisHost(t *testing.T) {
+	h := qualify.HostFacts(context.Background(), "/")
+	assert.Assert(t, h != nil)
+	var u unix.Utsname
+	assert.NilError(t, unix.Uname(&u))
+	assert.Check(t, is.Equal(h.Kernel, unix.ByteSliceToString(u.Release[:])))
+	assert.Check(t, is.Equal(h.KernelBuild, unix.ByteSliceToString(u.Version[:])))
+
+	var st unix.Statfs_t
+	assert.NilError(t, unix.Statfs("/sys/fs/cgroup", &st))
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		assert.Check(t, is.Equal(h.Cgroup, "2"))
+		assert.Check(t, strings.Contains(h.CgroupControllers, "memory"), "controllers %q", h.CgroupControllers)
+	} else {
+		assert.Check(t, strings.HasPrefix(h.Cgroup, "1"), "cgroup %q", h.Cgroup)
+		assert.Check(t, strings.Contains(" "+h.CgroupControllers+" ", " memory "), "controllers %q", h.CgroupControllers)
+	}
+	comm, _ := os.ReadFile("/proc/1/comm")
+	if strings.TrimSpace(string(comm)) == "systemd" {
+		assert.Check(t, strings.HasPrefix(h.Systemd, "systemd "), "systemd %q", h.Systemd)
+	} else {
+		assert.Check(t, is.Equal(h.Systemd, ""), "PID 1 is %q, not systemd", comm)
+	}
+	_, err := os.Stat("/sys/module/apparmor/parameters/enabled")
+	assert.Check(t, (err == nil) == !strings.HasPrefix(h.AppArmor, "absent"), "appArmor %q, module parameter: %v", h.AppArmor, err)
+}
+
+// Facts read from a root whose files say something else are that root's:
+// each is read where its doc comment says, and what is missing is "" (an
+// unmounted cgroup directory gives no version at all, not "1").
+func TestHostFactsReadTheirFiles(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, content string) {
+		t.Helper()
+		assert.NilError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		assert.NilError(t, os.WriteFile(filepath.Join(root, p), []byte(content), 0o644))
+	}
+	write("proc/sys/kernel/osrelease", "6.12.57+deb13-amd64\n")
+	write("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC Debian 6.12.57-1 (2026-11-01)\n")
+	write("sys/kernel/security/lsm", "lockdown,capability,landlock,yama,apparmor\n")
+	write("sys/module/apparmor/parameters/enabled", "N\n")
+	write("proc/1/comm", "bash\n")
+	assert.NilError(t, os.MkdirAll(filepath.Join(root, "sys/fs/cgroup"), 0o755))
+	h := qualify.HostFacts(context.Background(), root)
+	assert.Check(t, is.Equal(h.Kernel, "6.12.57+deb13-amd64"))
+	assert.Check(t, is.Equal(h.KernelBuild, "#1 SMP PREEMPT_DYNAMIC Debian 6.12.57-1 (2026-11-01)"))
+	assert.Check(t, is.Equal(h.LSM, "lockdown,capability,landlock,yama,apparmor"))
+	assert.Check(t, strings.HasPrefix(h.AppArmor, "disabled"), "appArmor %q", h.AppArmor)
+	assert.Check(t, is.Equal(h.Systemd, ""))
+	assert.Check(t, is.Equal(h.Cgroup, ""))
+	assert.Check(t, is.Equal(h.CgroupControllers, ""))
+}
