@@ -38,7 +38,7 @@ type result struct {
 // prefixed by pathDir when it is not empty; bounded by two minutes.
 func runLanec(t *testing.T, pathDir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{lanec(t)}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -218,6 +218,14 @@ func newFake(t *testing.T) fake {
 	assert.NilError(t, os.Mkdir(f.state, 0o755))
 	assert.NilError(t, os.WriteFile(filepath.Join(f.bin, "qemu-system-x86_64"), []byte(fakeQEMU), 0o755))
 	assert.NilError(t, os.WriteFile(f.kernel, []byte("not a kernel\n"), 0o644))
+	// A test that failed because a fake was left running does not leave
+	// it behind: its recorded PID is killed (after assertGone has looked).
+	t.Cleanup(func() {
+		data, err := os.ReadFile(filepath.Join(f.state, "pid"))
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && perr == nil && alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	return f
 }
 
