@@ -50,7 +50,7 @@ qualify-lane-b: engine-b $(KEYS)/qualbox-ed25519.key
 	GOFLAGS=$(QUALIFY_GOFLAGS) $(GO) run ./cmd/qualify run --manifest manifests/linux-x64-cgroupv1-lane-b.yaml --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--output $(OUT))
 
 ## qualify-linux-x64: lane C (docs/lanes.md#lane-c): boot the cached cgroup v2 + systemd + AppArmor
-## guest under QEMU TCG, run manifests/linux-x64.yaml and the driver's conformance suite inside it,
+## guest under QEMU (KVM or TCG, LANEC_ACCEL=auto|kvm|tcg), run manifests/linux-x64.yaml and the driver's conformance suite inside it,
 ## write and sign reports/runs/<timestamp>/ (or OUT=). Builds the guest image on first use (minutes).
 qualify-linux-x64: $(KEYS)/qualbox-ed25519.key
 	GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
