@@ -373,6 +373,13 @@ func TestAccelBadSettings(t *testing.T) {
 		assert.Check(t, is.Equal(r.code, 2), tc.env)
 		assert.Check(t, is.Contains(r.stderr, tc.want))
 	}
+	// run and record refuse it before they assemble or boot anything.
+	for _, args := range [][]string{{"run", "--out", filepath.Join(t.TempDir(), "report")}, {"record", t.TempDir()}} {
+		r := runLanec(t, f.bin, f.env("kvm", "LANEC_ACCEL=hvf"), args...)
+		assert.Check(t, is.Equal(r.code, 2), args[0])
+		assert.Check(t, is.Contains(r.stderr, "lanec: LANEC_ACCEL must be auto, kvm or tcg, got 'hvf'"))
+		assert.Check(t, !strings.Contains(r.stderr, "cached guest") && !strings.Contains(r.stderr, "debootstrap"), r.stderr)
+	}
 	r := runLanec(t, f.bin, f.env("kvm"), "probe", "--kernel", f.kernel, "--accel", "hvf")
 	assert.Check(t, is.Equal(r.code, 2))
 	assert.Check(t, is.Contains(r.stderr, "lanec: probe --accel must be kvm or tcg, got 'hvf'"))
