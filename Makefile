@@ -55,7 +55,7 @@ TUPLE ?=
 LANEC_ENV := $(if $(TUPLE),LANEC_TUPLE=$(TUPLE))
 
 ## qualify-linux-x64: lane C (docs/lanes.md#lane-c): boot the cached cgroup v2 + systemd + AppArmor
-## guest under QEMU TCG, run manifests/linux-x64.yaml and the driver's conformance suite inside it,
+## guest under QEMU (KVM or TCG, LANEC_ACCEL=auto|kvm|tcg), run manifests/linux-x64.yaml and the driver's conformance suite inside it,
 ## write and sign reports/runs/<timestamp>/ (or OUT=). Builds the guest image on first use (minutes).
 qualify-linux-x64: $(KEYS)/qualbox-ed25519.key
 	$(LANEC_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))

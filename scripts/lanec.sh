@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Lane C (docs/lanes.md#lane-c): a Debian guest (12 by default, 13 with
-# LANEC_SUITE=trixie, below) with a unified cgroup v2
-# hierarchy, systemd as PID 1 and AppArmor, booted under QEMU's TCG
-# emulator, running an Engine tuple (LANEC_TUPLE, below) with the systemd
-# cgroup driver. The controller (a static `qualify`) runs INSIDE the guest, so the
-# observer reads the guest kernel's real cgroup v2 files.
+# LANEC_SUITE=trixie, below) with a unified cgroup v2 hierarchy, systemd as
+# PID 1 and AppArmor, booted under QEMU (KVM where it works, else the TCG
+# emulator: LANEC_ACCEL), running an Engine tuple (LANEC_TUPLE, below) with
+# the systemd cgroup driver. The controller (a static `qualify`) runs INSIDE
+# the guest, so the observer reads the guest kernel's real cgroup v2 files.
 #
 #   scripts/lanec.sh deps
 #       Install the host tools lane C needs (QEMU, debootstrap, e2fsprogs)
@@ -56,6 +56,17 @@
 # stopped by its PID on every exit path (EXIT, INT, TERM): first a graceful
 # power-down, so that `qualify` inside gets SIGTERM and writes its partial
 # report, then SIGTERM/SIGKILL to that PID only.
+#
+# Accelerator (docs/lanes.md#accelerator): LANEC_ACCEL=auto|kvm|tcg
+# (default auto: KVM only when a probe boot of the guest's kernel under KVM
+# reaches its root mount within LANEC_KVM_PROBE_TIMEOUT seconds, default
+# 30; else TCG). The choice and why go to the log and DIR.lanec/accel.txt.
+#   scripts/lanec.sh accel [--kernel FILE]
+#       Print the accelerator run would choose (kvm or tcg; why on stderr)
+#       with FILE (default: the cached guest's kernel) as the probe kernel.
+#   scripts/lanec.sh probe [--kernel FILE] [--accel kvm|tcg]
+#       Only the probe boot, under the given accelerator (default kvm);
+#       exit status 0 when the kernel reached its root mount.
 #
 # The guest has no network device at all (-nic none); results travel over a
 # 9p shared folder the host creates per run.
@@ -395,6 +406,197 @@ umount_chroot() {
 	done
 }
 
+# --- the accelerator (docs/lanes.md#accelerator) ----------------------------
+#
+# LANEC_ACCEL chooses how QEMU runs the guest's vCPUs: tcg (the emulator,
+# works everywhere), kvm (hardware virtualisation; an error when it does
+# not work) or auto (the default: kvm when the probe below passes, else
+# tcg). An openable /dev/kvm does not prove that KVM can run a stock
+# kernel (a nested host module may abort or hang it), so kvm is only ever
+# chosen after the guest's own kernel booted under it.
+# LANEC_KVM_PROBE_TIMEOUT bounds that probe boot (seconds, default 30; a
+# kernel under working KVM reaches the mark in 1-3 s).
+ACCEL_MODE=${LANEC_ACCEL:-auto}
+PROBE_TIMEOUT=${LANEC_KVM_PROBE_TIMEOUT:-30}
+# PROBE_MARK is the serial console line that proves the probe kernel ran
+# through its early boot to the root mount: with no root device and no
+# initrd the kernel panics with it, and panic=-1 with -no-reboot ends qemu.
+PROBE_MARK='VFS: Unable to mount root fs'
+PROBE_PID=
+
+# check_accel_mode fails with exit status 2 on a LANEC_ACCEL or
+# LANEC_KVM_PROBE_TIMEOUT it cannot use.
+check_accel_mode() {
+	case $ACCEL_MODE in
+	auto | kvm | tcg) ;;
+	*)
+		echo "lanec: LANEC_ACCEL must be auto, kvm or tcg, got '$ACCEL_MODE'" >&2
+		exit 2
+		;;
+	esac
+	if ! [[ $PROBE_TIMEOUT =~ ^[1-9][0-9]{0,3}$ ]]; then
+		echo "lanec: LANEC_KVM_PROBE_TIMEOUT must be whole seconds from 1 to 9999, got '$PROBE_TIMEOUT'" >&2
+		exit 2
+	fi
+}
+
+# stop_probe kills the probe's qemu by its PID (SIGTERM, then SIGKILL after
+# 5 s) and reaps it.
+stop_probe() {
+	[ -n "$PROBE_PID" ] || return 0
+	local i
+	kill -TERM "$PROBE_PID" 2>/dev/null || true
+	for ((i = 0; i < 25; i++)); do
+		kill -0 "$PROBE_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill -KILL "$PROBE_PID" 2>/dev/null || true
+	wait "$PROBE_PID" 2>/dev/null || true
+	PROBE_PID=
+}
+
+# boot_probe KERNEL LOG QEMU_ARGS... boots KERNEL (a bzImage; no root fs,
+# no initrd, 1 vCPU, 256 MiB) with the given accelerator arguments for at
+# most PROBE_TIMEOUT seconds, writes its serial console and qemu's own
+# output to LOG, and returns 0 when the console shows PROBE_MARK. It sets
+# PROBE_WHY to one line saying what happened. The qemu it starts is
+# killed by its PID on every path, an interruption included.
+boot_probe() {
+	local kernel=$1 plog=$2 dir t0 now rc saved
+	shift 2
+	PROBE_WHY=
+	dir=$(mktemp -d /tmp/qualbox-lanec-probe.XXXXXX)
+	saved=$(trap -p EXIT INT TERM)
+	trap 'stop_probe; rm -rf "$dir"' EXIT
+	trap 'stop_probe; rm -rf "$dir"; exit 130' INT TERM
+	t0=$(date +%s)
+	qemu-system-x86_64 -name qualbox-lanec-probe -nodefaults -no-user-config -display none -no-reboot \
+		"$@" -smp 1 -m 256M -kernel "$kernel" -append 'console=ttyS0 panic=-1' \
+		-nic none -serial "file:$dir/console.log" </dev/null >"$dir/qemu.log" 2>&1 &
+	PROBE_PID=$!
+	rc=1
+	while :; do
+		now=$(date +%s)
+		if grep -qF "$PROBE_MARK" "$dir/console.log" 2>/dev/null; then
+			PROBE_WHY="the kernel printed '$PROBE_MARK' after $((now - t0)) s"
+			rc=0
+			break
+		fi
+		if ! kill -0 "$PROBE_PID" 2>/dev/null; then
+			local qrc=0
+			wait "$PROBE_PID" || qrc=$?
+			PROBE_PID=
+			PROBE_WHY="qemu exited with status $qrc after $((now - t0)) s before the kernel printed '$PROBE_MARK'"
+			if [ -s "$dir/qemu.log" ]; then
+				PROBE_WHY+=": $(tail -n 1 "$dir/qemu.log")"
+			fi
+			break
+		fi
+		if ((now - t0 >= PROBE_TIMEOUT)); then
+			PROBE_WHY="the kernel did not print '$PROBE_MARK' within $PROBE_TIMEOUT s (qemu pid $PROBE_PID killed)"
+			break
+		fi
+		sleep 0.2
+	done
+	stop_probe
+	{
+		echo "# qemu-system-x86_64 $* (probe, $PROBE_WHY)"
+		echo "## qemu output"
+		cat "$dir/qemu.log" 2>/dev/null || true
+		echo "## serial console"
+		[ ! -f "$dir/console.log" ] || tr -d '\r' <"$dir/console.log"
+	} >"$plog"
+	rm -rf "$dir"
+	trap - EXIT INT TERM
+	eval "$saved"
+	return "$rc"
+}
+
+# choose_accel KERNEL [DIR] sets ACCEL (kvm or tcg), ACCEL_WHY (one line)
+# and QEMU_ACCEL (qemu's accelerator and CPU arguments) from LANEC_ACCEL,
+# probing KVM with KERNEL (the guest's own) unless LANEC_ACCEL=tcg. It logs
+# the choice and, given DIR, writes it to DIR/accel.txt and the probe's
+# output to DIR/accel-probe.log. LANEC_ACCEL=kvm with a failing probe is
+# an error (exit status 1).
+choose_accel() {
+	local kernel=$1 dir=${2:-} plog
+	check_accel_mode
+	[ -f "$kernel" ] || die "accelerator probe: no kernel at $kernel"
+	plog=$(mktemp /tmp/qualbox-lanec-probe-log.XXXXXX)
+	if [ "$ACCEL_MODE" = tcg ]; then
+		ACCEL=tcg ACCEL_WHY="LANEC_ACCEL=tcg"
+		echo "# no probe: LANEC_ACCEL=tcg" >"$plog"
+	elif boot_probe "$kernel" "$plog" -accel kvm -cpu host; then
+		ACCEL=kvm ACCEL_WHY="LANEC_ACCEL=$ACCEL_MODE; KVM probe passed: $PROBE_WHY"
+	elif [ "$ACCEL_MODE" = kvm ]; then
+		[ -z "$dir" ] || cp "$plog" "$dir/accel-probe.log"
+		sed 's/^/  probe| /' "$plog" | tail -n 20 >&2
+		rm -f "$plog"
+		die "LANEC_ACCEL=kvm, but KVM cannot run the guest's kernel: $PROBE_WHY"
+	else
+		ACCEL=tcg ACCEL_WHY="LANEC_ACCEL=auto; KVM probe failed: $PROBE_WHY"
+	fi
+	if [ "$ACCEL" = kvm ]; then
+		QEMU_ACCEL=(-accel kvm -cpu host)
+	else
+		QEMU_ACCEL=(-accel "tcg,thread=multi" -cpu qemu64)
+	fi
+	log "accelerator $ACCEL ($ACCEL_WHY)"
+	if [ -n "$dir" ]; then
+		printf 'accel %s\nwhy %s\nqemu %s\n' "$ACCEL" "$ACCEL_WHY" "${QEMU_ACCEL[*]}" >"$dir/accel.txt"
+		cp "$plog" "$dir/accel-probe.log"
+	fi
+	rm -f "$plog"
+}
+
+# accel_command implements `accel` and `probe` (see the header): $1 is
+# which, the rest its arguments.
+accel_command() {
+	local cmd=$1 kernel='' accel=kvm
+	shift
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--kernel | --accel)
+			[ $# -ge 2 ] || die "$cmd: $1 needs a value"
+			[ "$1" = --kernel ] || [ "$cmd" = probe ] || die "$cmd: unknown argument $1 (see the header of $0)"
+			if [ "$1" = --kernel ]; then kernel=$2; else accel=$2; fi
+			shift 2
+			;;
+		*) die "$cmd: unknown argument $1 (see the header of $0)" ;;
+		esac
+	done
+	check_accel_mode
+	command -v qemu-system-x86_64 >/dev/null 2>&1 ||
+		die "missing: qemu-system-x86_64; install with: apt-get install -y --no-install-recommends qemu-system-x86"
+	if [ -z "$kernel" ]; then
+		image
+		kernel=$IMAGE_DIR/vmlinuz
+	fi
+	[ -f "$kernel" ] || die "$cmd: no kernel at $kernel"
+	if [ "$cmd" = accel ]; then
+		choose_accel "$kernel"
+		echo "$ACCEL"
+		return 0
+	fi
+	local args plog rc=0
+	case $accel in
+	kvm) args=(-accel kvm -cpu host) ;;
+	tcg) args=(-accel tcg -cpu qemu64) ;;
+	*)
+		echo "lanec: probe --accel must be kvm or tcg, got '$accel'" >&2
+		exit 2
+		;;
+	esac
+	plog=$(mktemp /tmp/qualbox-lanec-probe-log.XXXXXX)
+	boot_probe "$kernel" "$plog" "${args[@]}" || rc=$?
+	if [ "$rc" != 0 ]; then
+		sed 's/^/  probe| /' "$plog" | tail -n 20 >&2
+	fi
+	rm -f "$plog"
+	log "probe under $accel: $PROBE_WHY"
+	return "$rc"
+}
+
 # --- running the guest ---------------------------------------------------
 
 QEMU_PID=
@@ -499,15 +701,18 @@ boot_job() {
 	mkdir -p "$WORK/share/state"
 	local t0 now
 	t0=$(date +%s)
+	choose_accel "$IMAGE_DIR/vmlinuz" "$WORK/share/state"
+	TIMINGS+=("accel_s $(($(date +%s) - t0)) (choosing the accelerator: $ACCEL)")
+	t0=$(date +%s)
 	if past_deadline; then
 		log "LANEC_DEADLINE passed before the guest booted"
 		return 1
 	fi
-	log "booting the guest under TCG (qemu64, 2 vCPUs, 4 GiB); console $WORK/console.log"
+	log "booting the guest under ${ACCEL^^} (${QEMU_ACCEL[*]}, 2 vCPUs, 4 GiB); console $WORK/console.log"
 	# -snapshot keeps the cached root pristine: the guest's writes go to a
 	# temporary file qemu deletes.
 	TMPDIR=$WORK qemu-system-x86_64 -name qualbox-lanec -nodefaults -no-user-config -display none -no-reboot \
-		-accel tcg,thread=multi -cpu qemu64 -smp 2 -m 4G \
+		"${QEMU_ACCEL[@]}" -smp 2 -m 4G \
 		-kernel "$IMAGE_DIR/vmlinuz" -initrd "$IMAGE_DIR/initrd.img" -append "$KERNEL_ARGS" \
 		-drive "file=$IMAGE_DIR/rootfs.img,if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$WORK/share,mount_tag=qualbox,security_model=none,id=qualbox" \
@@ -611,6 +816,7 @@ run() {
 	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out='' key=/var/lib/qualbox/keys/qualbox-ed25519.key
 	NO_CONFORMANCE=
 	local record_dir=
+	check_accel_mode
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--record) record_dir=$2 && shift 2 ;;
@@ -789,11 +995,13 @@ print_run_summary() {
 		[ -f "$out.lanec/$f.rc" ] && log "$f exit status $(cat "$out.lanec/$f.rc")"
 	done
 	sed 's/^/lanec: timing /' "$out.lanec/timings" >&2 || true
+	[ ! -f "$out.lanec/accel.txt" ] || sed -n 's/^accel /lanec: accelerator /p' "$out.lanec/accel.txt" >&2
 	log "job exit status $jrc"
 }
 
 record() {
 	local dest=${1:?usage: $0 record DIR}
+	check_accel_mode
 	image
 	new_work
 	local share=$WORK/share
@@ -838,8 +1046,11 @@ record)
 deps)
 	deps
 	;;
+accel | probe)
+	accel_command "$@"
+	;;
 *)
-	echo "usage: $0 deps | image | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] | record DIR" >&2
+	echo "usage: $0 deps | image | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] | record DIR | accel [--kernel FILE] | probe [--kernel FILE] [--accel kvm|tcg]" >&2
 	exit 2
 	;;
 esac
