@@ -126,6 +126,10 @@ IMAGE_BYTES=8G
 # dependencies (containerd, runc, tini, iptables); its dockerd is not used.
 PACKAGES=(systemd-sysv systemd udev dbus apparmor linux-image-amd64 containerd docker.io
 	iproute2 kmod procps util-linux busybox-static)
+# Debian 13 ships the docker CLI apart from docker.io.
+if [ "$SUITE" = trixie ]; then
+	PACKAGES+=(docker-cli)
+fi
 
 KERNEL_ARGS="root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 apparmor=1 security=apparmor tsc=reliable"
 
