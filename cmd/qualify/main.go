@@ -209,6 +209,14 @@ is cancelled and fails, and its directory gets the controller's goroutine
 stacks; one that then does not return within twice the policy's cleanup
 deadline plus a minute is abandoned, and the run starts nothing more.
 
+With --only NAMES or --skip NAMES (comma-separated scenario names of the
+manifest; not both) only some entries run: the report is partial, lists
+the others as not selected, records the selection in its header, says
+PARTIAL in summary.md and on stdout, and a gate refuses it for a required
+row (docs/qualification.md#partial-reports). Every flag is checked before
+the Engine is contacted. Progress lines end with a newline; while a
+scenario runs, a line every 30 s says it is still running.
+
 With --repeat N every scenario runs N times in the one report; a scenario
 that passed some runs and failed others is flaky, which fails the run and
 the gate. With --parallel N up to N scenarios run at once, each in its own
