@@ -22,6 +22,7 @@ import (
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
+	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 // hangingEngine is a Unix socket that accepts connections and never
@@ -216,9 +217,11 @@ func TestGateRefusesPartialReports(t *testing.T) {
 // --key accepts.
 func TestRunOnlyAdmissionOnLaneA(t *testing.T) {
 	skip.If(t, testing.Short(), "runs against lane A's Engine")
-	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
-		t.Skip("no Engine at /var/run/docker.sock (lane A)")
-	}
+	eng, err := connect(context.Background(), defaultEndpoint)
+	skip.If(t, err != nil, "lane A: %v", err)
+	eng.Close()
+	_, err = os.Stat(guest.DefaultBusybox)
+	skip.If(t, err != nil, "Debian's static busybox is not installed at %s", guest.DefaultBusybox)
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	assert.Equal(t, run(context.Background(), []string{"keygen", "--out", filepath.Join(dir, "keys")}, &stdout, &stderr), exitcode.OK, stderr.String())
