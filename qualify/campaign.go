@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
@@ -64,6 +65,10 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 		var wg sync.WaitGroup
 		for i, e := range m.Scenarios {
 			j := job{k: (r-1)*n + i + 1, r: r, i: i, e: e}
+			if !cfg.Selection.Selected(e.Name) {
+				c.notSelected(j)
+				continue
+			}
 			exclusive := exclusiveReason(cfg.Registry[e.Name]) != ""
 			if exclusive {
 				wg.Wait()
@@ -180,6 +185,18 @@ func (c *campaign) notRun(ctx context.Context, j job) {
 	fmt.Fprintf(c.stderr, "%s ... %s\n", c.label(j), sum.Verdict)
 }
 
+// notSelected records j as skipped because cfg.Selection leaves it out.
+func (c *campaign) notSelected(j job) {
+	sum := &evidence.ScenarioSummary{Index: j.k, Name: j.e.Name, Verdict: evidence.Verdict{Kind: evidence.Skipped, Reason: evidence.NotSelectedReason}}
+	if c.cfg.Repeat > 1 {
+		sum.Repeat = j.r
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sums[j.k-1] = sum
+	fmt.Fprintf(c.stderr, "%s ... %s\n", c.label(j), sum.Verdict)
+}
+
 // runJob runs one scenario in its own directory and namespace and writes
 // its evidence. concurrent prints the progress line only once done, so
 // lines of concurrent scenarios do not interleave.
@@ -192,10 +209,9 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 		return
 	}
 	if !concurrent {
-		fmt.Fprintf(c.stderr, "%s ...", c.label(j))
-		if cfg.Verbose {
-			fmt.Fprintln(c.stderr)
-		}
+		c.mu.Lock()
+		fmt.Fprintf(c.stderr, "%s: running\n", c.label(j))
+		c.mu.Unlock()
 	}
 	env := &scenario.Env{
 		Profile: m.Profile, Endpoint: m.Endpoint, ImageID: cfg.ImageID, User: m.User,
@@ -212,7 +228,9 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 			fmt.Fprintf(c.stderr, prefix+format+"\n", args...)
 		}
 	}
+	stopHeartbeat := c.heartbeat(j.e.Name)
 	ev, abandoned := runScenario(ctx, cfg.Registry[j.e.Name], env, j.k, j.e, cfg.Engine, cfg.limits())
+	stopHeartbeat()
 	if abandoned {
 		c.mu.Lock()
 		if c.abandoned == "" {
@@ -235,10 +253,42 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 		c.run.Interrupted = true
 	}
 	c.sums[j.k-1], c.results[j.k-1] = sum, ev
-	if concurrent || cfg.Verbose {
-		fmt.Fprintf(c.stderr, "%s ...", c.label(j))
+	fmt.Fprintf(c.stderr, "%s ... %s (%s)\n", c.label(j), ev.Verdict, evidence.FormatDuration(ev.Timing.Duration()))
+}
+
+// DefaultHeartbeat is the interval of the heartbeat lines while a
+// scenario runs, when Config.Heartbeat is 0: a CI log that shows nothing
+// for longer looks hung.
+const DefaultHeartbeat = 30 * time.Second
+
+// heartbeat prints "qualify: <name> still running after <d>" on stderr
+// every cfg.Heartbeat (d a multiple of it) until the returned function is
+// called; that function returns once no more line can be printed.
+func (c *campaign) heartbeat(name string) (stop func()) {
+	every := c.cfg.Heartbeat
+	if every <= 0 {
+		every = DefaultHeartbeat
 	}
-	fmt.Fprintf(c.stderr, " %s (%s)\n", ev.Verdict, evidence.FormatDuration(ev.Timing.Duration()))
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				c.mu.Lock()
+				fmt.Fprintf(c.stderr, "qualify: %s still running after %s\n", name, time.Duration(n)*every)
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
 }
 
 func (c *campaign) fail(err error) {

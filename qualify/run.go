@@ -96,6 +96,15 @@ type Config struct {
 	// interruption (also one after its time limit, when less is left of
 	// ScenarioGrace); 0 means the smaller of ScenarioGrace and a minute.
 	InterruptGrace time.Duration
+	// Selection, when set, runs only the manifest entries it selects
+	// (qualify run --only/--skip); the others are listed as skipped with
+	// evidence.NotSelectedReason and no directory, and the report records
+	// it as partial (docs/qualification.md#partial-reports).
+	Selection *evidence.Selection
+	// Heartbeat is the interval of the "qualify: <scenario> still running
+	// after <d>" lines on Stderr while one scenario runs; 0 means
+	// DefaultHeartbeat.
+	Heartbeat time.Duration
 	// Host is the host filesystem the scenarios' cgroup observer reads
 	// (/proc, /sys/fs/cgroup); nil means the real root. Tests substitute a
 	// filesystem that misreports a counter.
@@ -186,6 +195,7 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		Image:      evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
 		Policy:     policyJSON, User: m.User,
 		Harness:   HarnessIdentity(),
+		Selection: cfg.Selection,
 		Scenarios: []evidence.ScenarioSummary{},
 	}
 	if cfg.Engine != nil {

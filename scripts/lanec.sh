@@ -617,12 +617,13 @@ console_tail() {
 # show_progress prints the complete lines the guest's qualify and
 # conformance logs gained since the last call (the 9p folder is uncached,
 # so the guest's writes are visible at once): a log that runs long or is
-# cut off shows how far the job got. qualify prints one line per scenario;
-# of the conformance log the test start and verdict lines are shown.
-# `show_progress final`, after the guest stopped, also shows a last line
-# without its newline (qualify's "[k/N] name ..." of a scenario still
-# running), and at most 300 further lines per log (a goroutine dump can be
-# long; the whole logs are copied beside the report).
+# cut off shows how far the job got. qualify prints whole lines: one when
+# a scenario starts, one every 30 s while it runs and one with its
+# verdict; of the conformance log the test start and verdict lines are
+# shown. `show_progress final`, after the guest stopped, also shows a
+# last line without its newline (a log cut off mid-line), and at most 300
+# further lines per log (a goroutine dump can be long; the whole logs are
+# copied beside the report).
 show_progress() {
 	local final=${1:-} i f n from to tag
 	local files=("$WORK/share/state/qualify.log" "$WORK/share/state/conformance.log")

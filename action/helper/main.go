@@ -142,6 +142,11 @@ func verdictLine(dir, label, verifyStatus string) (string, string) {
 	if r.Interrupted {
 		line += ", interrupted"
 	}
+	if r.Selection != nil {
+		// A partial run (qualify run --only/--skip) passes only what it
+		// ran; a gate refuses it for a required row.
+		line += ", " + r.Selection.String()
+	}
 	return string(r.Verdict.Kind), line
 }
 

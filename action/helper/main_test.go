@@ -29,6 +29,23 @@ func TestVerdictOfVerifiedReport(t *testing.T) {
 	assert.Equal(t, out, "passed\nqualbox: PASSED linux-x64-cgroupv1 (16 passed, 1 not_applicable)\n")
 }
 
+// A partial report's line says PARTIAL, with the flag and what was not
+// run, after the verdict. (The helper renders a report qualify verify
+// already judged, here by the status "0"; the edit would not verify.)
+func TestVerdictOfPartialReport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "report")
+	assert.NilError(t, os.CopyFS(dir, os.DirFS(laneAReport)))
+	ev := filepath.Join(dir, "evidence.json")
+	data, err := os.ReadFile(ev)
+	assert.NilError(t, err)
+	partial := strings.Replace(string(data), `"scenarios": [`, `"selection": {"skip": ["transfer"], "skipped": ["transfer"]}, "scenarios": [`, 1)
+	assert.Assert(t, partial != string(data))
+	assert.NilError(t, os.WriteFile(ev, []byte(partial), 0o644))
+	code, out, _ := helper(t, "verdict", dir, "manifests/linux-x64-cgroupv1.yaml", "0")
+	assert.Equal(t, code, 0)
+	assert.Equal(t, out, "passed\nqualbox: PASSED linux-x64-cgroupv1 (16 passed, 1 not_applicable), PARTIAL (--skip transfer): not run: transfer\n")
+}
+
 // A forged report (evidence.json edited after signing, so verify fails)
 // never gets its own verdict into the summary or the verdict output: the
 // line says UNVERIFIED, names the manifest and verify's status, and

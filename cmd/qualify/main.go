@@ -4,12 +4,13 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--endpoint URL] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
 //	qualify verify --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
 //	qualify image [--endpoint URL] [--probe BINARY] [--arch ARCH] [--busybox FILE] [--remove ID]
 //	qualify version [--json]
+//	qualify --version
 //	qualify help [COMMAND]
 //
 // Every subcommand prints its help on stdout and exits 0 for -h or
@@ -53,6 +54,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -86,7 +90,7 @@ var commands = []command{
 		return keygenCmd(args, stdout, stderr)
 	}},
 	{"image", "build the guest image, or remove exactly one image by ID", imageCmd},
-	{"version", "print the version, VCS revision, Go version and scenario catalogue of this binary (--json: one object)", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	{"version", "print the version, VCS revision, Go version and scenario catalogue of this binary (--json: one object; qualify --version is the same as qualify version)", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return versionCmd(args, stdout, stderr)
 	}},
 }
@@ -108,6 +112,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitcode.Usage
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		// `qualify --version` is `qualify version`.
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "qualify: %s takes no arguments\n", args[0])
+			return exitcode.Usage
+		}
+		return versionCmd(nil, stdout, stderr)
 	}
 	if args[0] == scenario.ChildCommand {
 		return childCmd(ctx, args[1:], stdout, stderr)
@@ -178,7 +190,7 @@ const (
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
+	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -197,6 +209,14 @@ is cancelled and fails, and its directory gets the controller's goroutine
 stacks; one that then does not return within twice the policy's cleanup
 deadline plus a minute is abandoned, and the run starts nothing more.
 
+With --only NAMES or --skip NAMES (comma-separated scenario names of the
+manifest; not both) only some entries run: the report is partial, lists
+the others as not selected, records the selection in its header, says
+PARTIAL in summary.md and on stdout, and a gate refuses it for a required
+row (docs/qualification.md#partial-reports). Every flag is checked before
+the Engine is contacted. Progress lines end with a newline; while a
+scenario runs, a line every 30 s says it is still running.
+
 With --repeat N every scenario runs N times in the one report; a scenario
 that passed some runs and failed others is flaky, which fails the run and
 the gate. With --parallel N up to N scenarios run at once, each in its own
@@ -213,6 +233,8 @@ records the repeat count, the parallelism and each round's start order.`
 	probe := fs.String("probe", "", `prebuilt static guest probe `+"`BINARY`"+` for "image: build" (default: compile it from this source tree)`)
 	repeat := fs.Int("repeat", 1, "run the manifest's scenarios `N` times in one report; a scenario that fails some runs is flaky")
 	parallel := fs.Int("parallel", 1, "run up to `N` scenarios at once, each in its own namespace")
+	only := fs.String("only", "", "run only the manifest's scenarios named in `NAMES` (comma-separated); the report is partial")
+	skip := fs.String("skip", "", "run all the manifest's scenarios but those named in `NAMES` (comma-separated); the report is partial")
 	scenarioTimeout := fs.Duration("scenario-timeout", qualify.DefaultScenarioTimeout, "fail a scenario still running after `DURATION` (its goroutine stacks go to "+qualify.GoroutinesFile+" in its directory)")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
@@ -231,11 +253,39 @@ records the repeat count, the parallelism and each round's start order.`
 			return c.UsageError(stderr, "--endpoint "+err.Error())
 		}
 	}
+	if *only != "" && *skip != "" {
+		return c.UsageError(stderr, "--only and --skip exclude each other: give one of them")
+	}
+	selFlag, selList := "--only", *only
+	if *skip != "" {
+		selFlag, selList = "--skip", *skip
+	}
+	var selNames []string
+	if selList != "" {
+		var err error
+		if selNames, err = scenarioList(selFlag, selList); err != nil {
+			return c.UsageError(stderr, err.Error())
+		}
+	}
+	if *probe != "" {
+		if err := checkRegularFile(*probe); err != nil {
+			return c.UsageError(stderr, "--probe "+err.Error())
+		}
+	}
 	reg := scenario.Default()
 	m, err := manifest.Load(*manifestPath, reg)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitcode.Usage
+	}
+	var selection *evidence.Selection
+	if selNames != nil {
+		if selection, err = selectScenarios(selFlag, selNames, reg, m); err != nil {
+			return c.UsageError(stderr, err.Error())
+		}
+		if selection == nil {
+			fmt.Fprintf(stderr, "qualify: %s %s selects every scenario of %s: the report is complete\n", selFlag, selList, m.Path)
+		}
 	}
 	if *endpoint != "" && *endpoint != m.Endpoint {
 		// Every consumer of the manifest (connect, the run header, each
@@ -273,18 +323,21 @@ records the repeat count, the parallelism and each round's start order.`
 	cfg := qualify.Config{
 		Manifest: m, Registry: reg, Engine: eng, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
-		Repeat: *repeat, Parallel: *parallel, ScenarioTimeout: *scenarioTimeout,
+		Repeat: *repeat, Parallel: *parallel, ScenarioTimeout: *scenarioTimeout, Selection: selection,
+	}
+	if selection != nil {
+		fmt.Fprintf(stderr, "qualify: partial run (%s): not running %s\n", selection.Flag(), strings.Join(selection.Skipped, ", "))
 	}
 	if m.Image == manifest.ImageBuild {
-		fmt.Fprintf(stderr, "building guest image ...")
+		fmt.Fprintf(stderr, "building guest image ...\n")
 		bctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 		img, err := guest.Build(bctx, eng, guest.BuildOptions{ProbeBinary: *probe})
 		cancel()
 		if err != nil {
-			fmt.Fprintf(stderr, " failed\nqualify: %v\n", err)
+			fmt.Fprintf(stderr, "building guest image failed\nqualify: %v\n", err)
 			return exitcode.Unavailable
 		}
-		fmt.Fprintf(stderr, " %s (%s)\n", img.ID, img.Elapsed.Round(100*time.Millisecond))
+		fmt.Fprintf(stderr, "built guest image %s (%s)\n", img.ID, img.Elapsed.Round(100*time.Millisecond))
 		cfg.ImageID, cfg.ImageSource = img.ID, "build"
 		if *keepImage {
 			fmt.Fprintf(stderr, "keeping image %s (remove it with: qualify image --remove %s)\n", img.ID, img.ID)
@@ -329,6 +382,55 @@ records the repeat count, the parallelism and each round's start order.`
 	return runExit(rep, err)
 }
 
+// scenarioList splits the comma-separated value of flag (--only or
+// --skip) into scenario names, refusing an empty name or a repeated one.
+func scenarioList(flag, value string) ([]string, error) {
+	var names []string
+	for _, n := range strings.Split(value, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("%s %q: empty scenario name; want NAME[,NAME...]", flag, value)
+		case slices.Contains(names, n):
+			return nil, fmt.Errorf("%s %q: scenario %q is named twice", flag, value, n)
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// selectScenarios checks flag's names against the catalogue reg and the
+// manifest m and returns the selection they make, nil when it leaves no
+// entry out. A name the catalogue does not know, or one m does not list,
+// is an error naming it.
+func selectScenarios(flag string, names []string, reg scenario.Registry, m *manifest.Manifest) (*evidence.Selection, error) {
+	var entries []string
+	for _, e := range m.Scenarios {
+		entries = append(entries, e.Name)
+	}
+	for _, n := range names {
+		if _, ok := reg[n]; !ok {
+			return nil, fmt.Errorf("%s: unknown scenario %q (the catalogue has: %s)", flag, n, strings.Join(reg.Names(), ", "))
+		}
+		if !slices.Contains(entries, n) {
+			return nil, fmt.Errorf("%s: scenario %q is not in manifest %s (it lists: %s)", flag, n, m.Path, strings.Join(slices.Compact(slices.Clone(entries)), ", "))
+		}
+	}
+	return evidence.NewSelection(names, flag == "--only", entries), nil
+}
+
+// checkRegularFile says why path is not a readable regular file, or nil.
+func checkRegularFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%q: %v", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%q: not a regular file", path)
+	}
+	return nil
+}
+
 // runExit maps a finished run to its exit status: an interruption first,
 // then a report that could not be completely written or signed (an
 // internal error: the report on disk is not a complete one), then the
@@ -364,6 +466,27 @@ contexts are ignored on purpose.`
 	if fs.NArg() > 0 {
 		return c.UsageError(stderr, "no positional arguments are allowed")
 	}
+	// Every flag is checked before the Engine is contacted.
+	if err := manifest.CheckEndpoint(*endpoint); err != nil {
+		return c.UsageError(stderr, "--endpoint "+err.Error())
+	}
+	switch {
+	case *remove != "":
+		if !imageIDPattern.MatchString(*remove) {
+			return c.UsageError(stderr, fmt.Sprintf("--remove %q: want an exact image ID, sha256:<64 lowercase hex>", *remove))
+		}
+	case *arch != "amd64" && *arch != "arm64":
+		return c.UsageError(stderr, fmt.Sprintf("--arch %q: want amd64 or arm64", *arch))
+	default:
+		if *probe != "" {
+			if err := checkRegularFile(*probe); err != nil {
+				return c.UsageError(stderr, "--probe "+err.Error())
+			}
+		}
+		if err := checkRegularFile(*busybox); err != nil {
+			return c.UsageError(stderr, "--busybox "+err.Error()+"; install Debian's static busybox (apt-get install busybox-static)")
+		}
+	}
 	eng, err := connect(ctx, *endpoint)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -386,6 +509,9 @@ contexts are ignored on purpose.`
 	fmt.Fprintln(stdout, img.ID)
 	return exitcode.OK
 }
+
+// imageIDPattern is an exact image ID, as guest.Remove accepts it.
+var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // connect returns a client of the Engine at endpoint after a successful
 // ping. When nothing answers, the error is one line naming the socket and

@@ -129,6 +129,9 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 				fail("evidence.json", "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
 			}
 			switch {
+			case r.Selection != nil && !r.Selection.Selected(sum.Name):
+				// Not selected (qualify run --only/--skip): selectionProblems
+				// checks its reason.
 			case sum.Abandoned:
 				fail("evidence.json", "scenario %d %q is abandoned but has no evidence directory", sum.Index, sum.Name)
 			case !r.Interrupted && abandoned == "":
@@ -203,6 +206,9 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 		}
 	}
 	for _, p := range timingProblems("run", r.Timing, now) {
+		fail("evidence.json", "%s", p)
+	}
+	for _, p := range selectionProblems(r) {
 		fail("evidence.json", "%s", p)
 	}
 	for _, p := range campaignProblems(r) {

@@ -297,8 +297,11 @@ type Run struct {
 	// made the run; absent in reports made before it was recorded.
 	Harness *Harness `json:"harness,omitempty"`
 	// Interrupted is set when a signal cancelled the run.
-	Interrupted bool              `json:"interrupted,omitempty"`
-	Scenarios   []ScenarioSummary `json:"scenarios"`
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Selection is set when qualify run --only or --skip left scenarios
+	// out: the report is partial (docs/qualification.md#partial-reports).
+	Selection *Selection        `json:"selection,omitempty"`
+	Scenarios []ScenarioSummary `json:"scenarios"`
 	// Campaign says how the scenarios ran (repeat count, parallelism and
 	// per-round order); nil for a plain sequential run of each once.
 	Campaign *Campaign `json:"campaign,omitempty"`

@@ -94,6 +94,7 @@ type Requirement struct {
 // older than MaxReportAge; a report that matches no row; a report of a
 // row that ran a manifest the row does not pin, or that does not list the
 // pinned manifest's scenarios, params, policy and user (ManifestProblems);
+// a partial report (Run.Selection: qualify run --only/--skip) of a row;
 // a required row with no satisfying report (an informational row with no
 // report at all is pending, not a violation); a report of a row in which
 // one of the row's scenarios was not run or did not pass (a failed one is
@@ -206,6 +207,11 @@ func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation 
 				}
 			} else {
 				add(rc, "report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", "))
+			}
+			if sel := rep.Run.Selection; sel != nil {
+				// A partial report qualifies nothing for a required row; an
+				// informational row shows it (add judges by rc).
+				add(rc, "report %s: %s: partial report (%s): scenarios not run: %s", rep.Dir, row, sel.Flag(), strings.Join(sel.Skipped, ", "))
 			}
 			for _, l := range rowScenarios(rep, row) {
 				add(rc, "%s", l)

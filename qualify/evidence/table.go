@@ -81,6 +81,9 @@ func Table(w io.Writer, r *Run) error {
 		}
 	}
 	fmt.Fprintf(&buf, "%s: %s in %s\n", r.Profile, r.Verdict, FormatDuration(r.Timing.Duration()))
+	if r.Selection != nil {
+		fmt.Fprintf(&buf, "%s\n", r.Selection)
+	}
 	_, err := w.Write(buf.Bytes())
 	return err
 }
@@ -91,6 +94,9 @@ func Markdown(r *Run) ([]byte, error) {
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "# qualbox qualification: %s\n\n", r.Profile)
 	fmt.Fprintf(&buf, "- Verdict: **%s**\n", r.Verdict)
+	if r.Selection != nil {
+		fmt.Fprintf(&buf, "- Coverage: **PARTIAL** (%s): not run: %s\n", r.Selection.Flag(), strings.Join(r.Selection.Skipped, ", "))
+	}
 	fmt.Fprintf(&buf, "- Manifest: `%s` (sha256 `%s`)\n", r.Manifest.Path, r.Manifest.SHA256)
 	fmt.Fprintf(&buf, "- Controller: %s/%s, %s\n", r.Controller.OS, r.Controller.Arch, r.Controller.GoVersion)
 	e := r.Engine
