@@ -255,9 +255,9 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 	assert.DeepEqual(t, lines, []string{
 		"qualify merge: not passed: row lane-a (profile linux-x64-cgroupv1, engine 20.10.): no report with a pinned manifest",
 		"qualify merge: not passed: row lane-b (profile linux-x64-cgroupv1, engine 2.0.0-): no report with a pinned manifest",
-		"qualify merge: not passed: row ref-29.1.3 (profile linux-x64, engine 29.1.3, os Debian GNU/Linux): no report with a pinned manifest",
-		"qualify merge: not passed: row ref-29.1.4 (profile linux-x64, engine 29.1.4, os Debian GNU/Linux): no report with a pinned manifest",
-		"qualify merge: not passed: row current-29.7.2 (profile linux-x64, engine 29.7.2, os Debian GNU/Linux): no report with a pinned manifest",
+		"qualify merge: not passed: row ref-29.1.3 (profile linux-x64, engine 29.1.3, engine commit fbf3ed2, containerd 301b2dac98f15c27117da5c8af12118a041a31d9, runc d6d73eb8c60246978da649ffe75ce5c8bca8f856, storage overlayfs, os Debian GNU/Linux): no report with a pinned manifest",
+		"qualify merge: not passed: row ref-29.1.4 (profile linux-x64, engine 29.1.4, engine commit 08440b6, containerd 301b2dac98f15c27117da5c8af12118a041a31d9, runc d6d73eb8c60246978da649ffe75ce5c8bca8f856, storage overlayfs, os Debian GNU/Linux): no report with a pinned manifest",
+		"qualify merge: not passed: row current-29.7.2 (profile linux-x64, engine 29.7.2, engine commit 6a43e3d, containerd module-v2.4.2, runc module-v1.5.3, storage overlayfs, os Debian GNU/Linux): no report with a pinned manifest",
 	})
 }
 

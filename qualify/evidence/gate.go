@@ -26,8 +26,19 @@ type Row struct {
 	Informational bool `yaml:"-" json:"informational"`
 	// Profile is the platform profile name.
 	Profile string `yaml:"profile" json:"profile"`
-	// Engine, when set, is a prefix of the Engine version, e.g. "20.10.".
+	// Engine, when set, is the Engine version exactly ("29.1.4"), or a
+	// prefix of it when it ends in "." or "-" ("20.10.", "2.0.0-"): an
+	// exact release never matches its release candidates ("29.1.4-rc.1")
+	// or a later patch ("29.1.40").
 	Engine string `yaml:"engine,omitempty" json:"engine,omitempty"`
+	// EngineCommit, Containerd and Runc, when set, must equal the tuple's
+	// Engine commit (/version GitCommit, "08440b6") and the containerd and
+	// runc commits /info reports; StorageDriver the tuple's ("overlayfs"
+	// for the containerd image store). They pin a row to one Engine tuple.
+	EngineCommit  string `yaml:"engineCommit,omitempty" json:"engineCommit,omitempty"`
+	Containerd    string `yaml:"containerd,omitempty" json:"containerd,omitempty"`
+	Runc          string `yaml:"runc,omitempty" json:"runc,omitempty"`
+	StorageDriver string `yaml:"storageDriver,omitempty" json:"storageDriver,omitempty"`
 	// ControllerOS and ControllerArch, when set, must equal the tuple's
 	// (GOOS and GOARCH of the controller, e.g. darwin/arm64).
 	ControllerOS   string `yaml:"controllerOS,omitempty" json:"controllerOS,omitempty"`
@@ -52,17 +63,33 @@ type Row struct {
 
 // Matches reports whether t belongs to the row (manifest aside).
 func (r Row) Matches(t Tuple) bool {
+	exact := func(want, got string) bool { return want == "" || got == want }
 	return t.Profile == r.Profile &&
-		strings.HasPrefix(t.EngineVersion, r.Engine) &&
+		engineMatches(r.Engine, t.EngineVersion) &&
+		exact(r.EngineCommit, t.EngineCommit) && exact(r.Containerd, t.Containerd) &&
+		exact(r.Runc, t.Runc) && exact(r.StorageDriver, t.StorageDriver) &&
 		(r.ControllerOS == "" || t.ControllerOS == r.ControllerOS) &&
 		(r.ControllerArch == "" || t.ControllerArch == r.ControllerArch) &&
 		(r.CgroupVersion == "" || t.CgroupVersion == r.CgroupVersion) &&
 		strings.HasPrefix(t.OperatingSystem, r.OperatingSystem)
 }
 
+// engineMatches applies Row.Engine to an Engine version: exact, or a
+// prefix when want ends in "." or "-".
+func engineMatches(want, version string) bool {
+	if want == "" {
+		return true
+	}
+	if strings.HasSuffix(want, ".") || strings.HasSuffix(want, "-") {
+		return strings.HasPrefix(version, want)
+	}
+	return version == want
+}
+
 func (r Row) String() string {
 	s := fmt.Sprintf("row %s (profile %s", r.Name, r.Profile)
-	for _, f := range [][2]string{{"engine", r.Engine}, {"controller os", r.ControllerOS}, {"controller arch", r.ControllerArch}, {"cgroup v", r.CgroupVersion}, {"os", r.OperatingSystem}} {
+	for _, f := range [][2]string{{"engine", r.Engine}, {"engine commit", r.EngineCommit}, {"containerd", r.Containerd}, {"runc", r.Runc},
+		{"storage", r.StorageDriver}, {"controller os", r.ControllerOS}, {"controller arch", r.ControllerArch}, {"cgroup v", r.CgroupVersion}, {"os", r.OperatingSystem}} {
 		if f[1] != "" {
 			s += ", " + f[0] + " " + f[1]
 		}

@@ -337,3 +337,32 @@ func TestDesktopRowRequiresItsManifestsScenarios(t *testing.T) {
 	missing := desktop("datasets")
 	assert.DeepEqual(t, gate(missing), []string{"report " + missing.Dir + ": row desktop-native-arm64 (profile desktop-apple-virtualization-native-arm64, controller os darwin, controller arch arm64): required scenario datasets was not run"})
 }
+
+// A row pinned to one Engine tuple matches exactly that tuple: an exact
+// engine version refuses its release candidates and later patches, a
+// prefix ending in "." or "-" keeps matching a series, and each pinned
+// commit or storage driver must be the tuple's.
+func TestRowPinsOneEngineTuple(t *testing.T) {
+	ref := evidence.Row{Name: "ref-29.1.4", Profile: "linux-x64", Engine: "29.1.4", EngineCommit: "08440b6",
+		Containerd: "301b2dac98f15c27117da5c8af12118a041a31d9", Runc: "d6d73eb8c60246978da649ffe75ce5c8bca8f856",
+		StorageDriver: "overlayfs", OperatingSystem: "Debian GNU/Linux"}
+	tuple := evidence.Tuple{Profile: "linux-x64", EngineVersion: "29.1.4", EngineCommit: "08440b6",
+		Containerd: ref.Containerd, Runc: ref.Runc, StorageDriver: "overlayfs", OperatingSystem: "Debian GNU/Linux 12 (bookworm)"}
+	assert.Check(t, ref.Matches(tuple))
+	for name, edit := range map[string]func(t *evidence.Tuple){
+		"release candidate":   func(t *evidence.Tuple) { t.EngineVersion = "29.1.4-rc.1" },
+		"later patch":         func(t *evidence.Tuple) { t.EngineVersion = "29.1.40" },
+		"other Engine commit": func(t *evidence.Tuple) { t.EngineCommit = "fbf3ed2" },
+		"Debian's containerd": func(t *evidence.Tuple) { t.Containerd = "1.6.20~ds1-1+deb12u3" },
+		"other runc":          func(t *evidence.Tuple) { t.Runc = "module-v1.3.4" },
+		"classic image store": func(t *evidence.Tuple) { t.StorageDriver = "overlay2" },
+	} {
+		other := tuple
+		edit(&other)
+		assert.Check(t, !ref.Matches(other), name)
+	}
+	series := evidence.Row{Name: "lane-a", Profile: "linux-x64", Engine: "20.10."}
+	assert.Check(t, series.Matches(evidence.Tuple{Profile: "linux-x64", EngineVersion: "20.10.24+dfsg1"}))
+	assert.Check(t, !series.Matches(evidence.Tuple{Profile: "linux-x64", EngineVersion: "20.1.0"}))
+	assert.Check(t, is.Contains(ref.String(), "engine 29.1.4, engine commit 08440b6, containerd 301b2dac98f1"))
+}
