@@ -56,6 +56,9 @@ type Config struct {
 	ImageID string
 	// ImageSource is "build" or "manifest".
 	ImageSource string
+	// EngineBuild is how the Engine was built (ReadEngineBuild), recorded
+	// in the run header; nil records nothing.
+	EngineBuild []string
 	// RemoveImage, when set, removes the image the run built; it runs after
 	// the last scenario and its outcome is recorded in the run evidence.
 	RemoveImage func(ctx context.Context) error
@@ -191,9 +194,9 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		Schema: evidence.Schema, Profile: m.Profile, Endpoint: m.Endpoint,
 		Manifest:   evidence.Manifest{Path: m.Path, SHA256: m.SHA256},
 		Controller: evidence.Controller{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), Hostname: host},
-		Host:       HostFacts(ctx, "/"),
-		Image:      evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
-		Policy:     policyJSON, User: m.User,
+		Host:       HostFacts(ctx, "/"), EngineBuild: cfg.EngineBuild,
+		Image:  evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
+		Policy: policyJSON, User: m.User,
 		Harness:   HarnessIdentity(),
 		Selection: cfg.Selection,
 		Scenarios: []evidence.ScenarioSummary{},

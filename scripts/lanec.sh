@@ -865,8 +865,11 @@ run() {
 		echo "lanec-job: qualify run \$(date -u +%T)"
 		t=\$(date +%s)
 		# qualify runs in the background so that the job's SIGTERM (guest
-		# power-down) reaches it and it writes its partial report.
+		# power-down) reaches it and it writes its partial report. The
+		# tuple's VERSIONS (how each Engine binary was built) goes into the
+		# signed run header.
 		./bin/qualify run --manifest manifest.yaml --output \$W/report --signing-key signing.key \\
+			--engine-build /etc/qualbox-tuple-VERSIONS \\
 			--probe bin/qualbox-probe --scenario-timeout $SCENARIO_TIMEOUT >\$S/qualify.log 2>&1 &
 		q=\$!
 		# On power-down: SIGTERM, so qualify cancels and writes its partial

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--engine-build FILE] [--json] [--keep-image] [--verbose]
 //	qualify verify --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
@@ -190,7 +190,7 @@ const (
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--json] [--keep-image] [--verbose]",
+	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--engine-build FILE] [--json] [--keep-image] [--verbose]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -235,6 +235,7 @@ records the repeat count, the parallelism and each round's start order.`
 	parallel := fs.Int("parallel", 1, "run up to `N` scenarios at once, each in its own namespace")
 	only := fs.String("only", "", "run only the manifest's scenarios named in `NAMES` (comma-separated); the report is partial")
 	skip := fs.String("skip", "", "run all the manifest's scenarios but those named in `NAMES` (comma-separated); the report is partial")
+	engineBuild := fs.String("engine-build", "", "how the Engine was built, recorded in the signed run header: a UTF-8 text `FILE` of at most 64 lines (lane C passes its Engine tuple's VERSIONS)")
 	scenarioTimeout := fs.Duration("scenario-timeout", qualify.DefaultScenarioTimeout, "fail a scenario still running after `DURATION` (its goroutine stacks go to "+qualify.GoroutinesFile+" in its directory)")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
@@ -270,6 +271,13 @@ records the repeat count, the parallelism and each round's start order.`
 	if *probe != "" {
 		if err := checkRegularFile(*probe); err != nil {
 			return c.UsageError(stderr, "--probe "+err.Error())
+		}
+	}
+	var build []string
+	if *engineBuild != "" {
+		var err error
+		if build, err = qualify.ReadEngineBuild(*engineBuild); err != nil {
+			return c.UsageError(stderr, "--engine-build: "+err.Error())
 		}
 	}
 	reg := scenario.Default()
@@ -324,6 +332,7 @@ records the repeat count, the parallelism and each round's start order.`
 		Manifest: m, Registry: reg, Engine: eng, ImageID: m.Image, ImageSource: "manifest",
 		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
 		Repeat: *repeat, Parallel: *parallel, ScenarioTimeout: *scenarioTimeout, Selection: selection,
+		EngineBuild: build,
 	}
 	if selection != nil {
 		fmt.Fprintf(stderr, "qualify: partial run (%s): not running %s\n", selection.Flag(), strings.Join(selection.Skipped, ", "))

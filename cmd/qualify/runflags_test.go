@@ -93,6 +93,8 @@ func TestFlagsAreCheckedBeforeTheEngine(t *testing.T) {
 		{runArgs("--probe", missing), `qualify run: --probe "` + missing + `": stat`},
 		{runArgs("--probe", t.TempDir()), `": not a regular file`},
 		{runArgs("--signing-key", missing), missing},
+		{runArgs("--engine-build", missing), `qualify run: --engine-build: engine build record "` + missing + `"`},
+		{runArgs("--engine-build", t.TempDir()), `qualify run: --engine-build: engine build record`},
 		{runArgs("--output", nonEmpty), "is not empty: give a fresh directory"},
 		{imageArgs("--arch", "riscv64"), `qualify image: --arch "riscv64": want amd64 or arm64`},
 		{imageArgs("--remove", "sha256:abc"), `qualify image: --remove "sha256:abc": want an exact image ID`},

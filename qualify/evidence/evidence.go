@@ -283,10 +283,15 @@ type Run struct {
 	// controllers; nil elsewhere and in reports made before it was
 	// recorded). Where the Engine runs on the same kernel (every Linux
 	// lane, the lane C guest, a hosted runner) it is the Engine's host.
-	Host      *Host              `json:"host,omitempty"`
-	Engine    driver.EngineFacts `json:"engine"`
-	Admission Admission          `json:"admission"`
-	Image     Image              `json:"image"`
+	Host   *Host              `json:"host,omitempty"`
+	Engine driver.EngineFacts `json:"engine"`
+	// EngineBuild says how the Engine was built, as the operator recorded
+	// it (`qualify run --engine-build`; lane C gives its Engine tuple's
+	// VERSIONS, docs/lanes.md#engine-tuples): one line per binary. It is a
+	// signed statement of the run's operator, not read from the Engine.
+	EngineBuild []string  `json:"engineBuild,omitempty"`
+	Admission   Admission `json:"admission"`
+	Image       Image     `json:"image"`
 	// Tuple is the platform tuple this run qualifies (derived from the
 	// fields above with TupleOf).
 	Tuple Tuple `json:"tuple"`
