@@ -13,8 +13,9 @@
 # Sources. dockerd: the moby/moby repository at the release's tag, checked
 # against the commit pinned here (there is no Go module version for a
 # Docker Engine release, and the module proxy refuses those commits), built
-# from its vendor directory as the release's static binaries are (tags
-# netgo,osusergo,static_build, CGO off). MOBY_GIT names the repository
+# from its vendor directory with the release's static build tags
+# (netgo,osusergo,static_build, CGO off; docs/lanes.md#engine-tuples says
+# what differs from the release's packaging). MOBY_GIT names the repository
 # (default https://github.com/moby/moby.git; any clone or mirror holding
 # the tag will do). containerd and runc: their Go modules at the release
 # version through the module proxy, their go.sum hash recorded.
@@ -70,11 +71,17 @@ pins() {
 	esac
 }
 
-gov() { go env GOVERSION; }
+# gov prints the Go release that builds the tuple: the local toolchain,
+# as every build below runs with GOTOOLCHAIN=local.
+gov() { GOTOOLCHAIN=local go env GOVERSION; }
 
-# module_sum MOD@VERSION prints the module's go.sum hash (h1:...).
+# module_sum MOD@VERSION prints the module's go.sum hash (h1:...) and fails
+# when the module proxy gives none.
 module_sum() {
-	go mod download -json "$1" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",\{0,1\}$/\1/p'
+	local sum
+	sum=$(GOTOOLCHAIN=local GOFLAGS='' go mod download -json "$1" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",\{0,1\}$/\1/p')
+	[[ $sum =~ ^h1:[A-Za-z0-9+/=]+$ ]] || die "no go.sum hash for $1 from the module proxy"
+	echo "$sum"
 }
 
 # stamp COMMIT VERSION prints the revision a binary is stamped with: the
@@ -84,11 +91,14 @@ stamp() { if [ "$1" = - ]; then echo "module-$2"; else echo "$1"; fi; }
 # versions NAME prints the VERSIONS file the pins of NAME produce.
 versions() {
 	pins "$1"
-	local g
+	local g csum rsum
+	# Each value is computed apart from the echo, so a failure stops here.
 	g=$(gov)
+	csum=$(module_sum "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")
+	rsum=$(module_sum "github.com/opencontainers/runc@$RUNC_VERSION")
 	echo "dockerd $DOCKERD_VERSION git moby/moby tag $DOCKERD_TAG commit $DOCKERD_COMMIT $g -mod=vendor tags netgo,osusergo,static_build"
-	echo "containerd $CONTAINERD_VERSION module github.com/containerd/containerd/v2@$CONTAINERD_VERSION $(module_sum "github.com/containerd/containerd/v2@$CONTAINERD_VERSION") commit $CONTAINERD_COMMIT $g CGO_ENABLED=0"
-	echo "runc $RUNC_VERSION module github.com/opencontainers/runc@$RUNC_VERSION $(module_sum "github.com/opencontainers/runc@$RUNC_VERSION") commit $RUNC_COMMIT $g CGO_ENABLED=1 tags seccomp"
+	echo "containerd $CONTAINERD_VERSION module github.com/containerd/containerd/v2@$CONTAINERD_VERSION $csum commit $CONTAINERD_COMMIT $g CGO_ENABLED=0"
+	echo "runc $RUNC_VERSION module github.com/opencontainers/runc@$RUNC_VERSION $rsum commit $RUNC_COMMIT $g CGO_ENABLED=1 tags seccomp"
 	echo "store containerd"
 }
 
@@ -112,6 +122,11 @@ build() {
 	pins "$name"
 	command -v go >/dev/null 2>&1 || die "missing: go (put /usr/local/go/bin on PATH)"
 	prefix=$ROOT/$name
+	mkdir -p "$ROOT" "$CACHE"
+	# One build or check of a tuple at a time: lanec.sh copies from a
+	# prefix that another build must not replace meanwhile.
+	exec 9>"$ROOT/.lock"
+	flock 9
 	want=$(versions "$name")
 	if [ "$(cat "$prefix/VERSIONS" 2>/dev/null)" = "$want" ] &&
 		[ -x "$prefix/bin/dockerd" ] && [ -x "$prefix/bin/containerd" ] &&
@@ -120,10 +135,9 @@ build() {
 		return 0
 	fi
 	if ! dpkg -s libseccomp-dev pkg-config >/dev/null 2>&1; then
-		apt-get update -qq
+		apt-get update -qq >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev pkg-config >&2
 	fi
-	mkdir -p "$ROOT" "$CACHE"
 	tmp=$(mktemp -d "$ROOT/.build-$name.XXXXXX")
 	# shellcheck disable=SC2064 # expand tmp now: it is local
 	trap "rm -rf '$tmp'" EXIT
@@ -144,8 +158,15 @@ build() {
 		-ldflags "-X main.version=${RUNC_VERSION#v} -X main.gitCommit=$(stamp "$RUNC_COMMIT" "$RUNC_VERSION")" \
 		"github.com/opencontainers/runc@$RUNC_VERSION" >&2
 	echo "$want" >"$tmp/prefix/VERSIONS"
-	rm -rf "$prefix"
-	mv "$tmp/prefix" "$prefix"
+	# The old prefix is moved aside, not deleted, until the new one is in
+	# place: a failed rename leaves the last good tuple.
+	if [ -e "$prefix" ]; then
+		mv -T "$prefix" "$tmp/old"
+	fi
+	if ! mv -T "$tmp/prefix" "$prefix"; then
+		[ ! -e "$tmp/old" ] || mv -T "$tmp/old" "$prefix"
+		die "cannot move the build of $name into $prefix"
+	fi
 	rm -rf "$tmp"
 	trap - EXIT
 	echo "$prefix"
