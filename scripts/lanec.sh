@@ -198,10 +198,12 @@ guest_recipe() {
 	chroot "$r" systemctl mask serial-getty@ttyS0.service getty@tty1.service \
 		docker.socket systemd-timesyncd.service >/dev/null 2>&1
 	# The tuple's runc replaces Debian's (diverted, so dpkg keeps it aside),
-	# and so do its containerd and shim when it has them. containerd runs as its own unit rather than supervised by
-	# dockerd: dockerd gives a containerd it starts itself 15 s to come up,
-	# too little for an emulated CPU on a shared host. Its CRI plugin is
-	# off, as in the configuration dockerd writes for a managed containerd.
+	# and so do its containerd and shim when it has them. containerd runs
+	# as its own unit rather than supervised by dockerd: dockerd gives a
+	# containerd it starts itself 15 s to come up, too little for an
+	# emulated CPU on a shared host. Its CRI gRPC service is off, as in the
+	# configuration dockerd writes for a managed containerd (containerd 2.x
+	# still loads its CRI image and runtime plugins).
 	chroot "$r" systemctl unmask containerd.service >/dev/null 2>&1
 	printf 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n' >"$r/etc/containerd/config.toml"
 	mkdir -p "$r/etc/systemd/system/containerd.service.d"
