@@ -297,11 +297,14 @@ type Snapshot struct {
 	// oom_kill (v2): processes the kernel's OOM killer killed in the scope.
 	OOMKills *int64 `json:"oomKills"`
 	// PidsMax, PidsCurrent and PidsMaxEvents are pids.max, pids.current and
-	// pids.events "max". Before Linux 6.11 that counts the forks refused
-	// at this cgroup's own limit; from 6.11 it is hierarchical (refusals
-	// at this cgroup's limit or any descendant's), and PidsMaxEventsLocal,
-	// pids.events.local "max", counts those at this cgroup's limit alone
-	// (nil where the kernel has no pids.events.local, v1 included).
+	// pids.events "max". Before Linux 6.11 that counts, in the forking
+	// task's cgroup, the forks refused to it by whichever limit refused
+	// them (its own or an ancestor's). From 6.11 it is hierarchical: a
+	// refusal counts in the cgroup whose limit refused it and in every
+	// ancestor, and PidsMaxEventsLocal, pids.events.local "max", counts
+	// only the refusals of this cgroup's own limit (nil where the kernel
+	// has no pids.events.local, v1 included). Mounted with
+	// pids_localevents, a 6.11+ pids.events shows the local count too.
 	PidsMax            *int64 `json:"pidsMax"`
 	PidsCurrent        *int64 `json:"pidsCurrent"`
 	PidsMaxEvents      *int64 `json:"pidsMaxEvents"`
@@ -318,11 +321,13 @@ type Snapshot struct {
 	Errors []string          `json:"errors,omitempty"`
 }
 
-// PidsLimitRefusals is how many forks this cgroup's own pids.max refused,
-// and the file and key it read: pids.events.local "max" where the kernel
-// has it (6.11 and later, whose pids.events counts descendants' limits
-// too), else pids.events "max" (before 6.11, where that count is this
-// cgroup's own). The count is -1 when neither was readable.
+// PidsLimitRefusals is how many forks were refused at this cgroup, and the
+// file and key it read: pids.events.local "max" where the kernel has it
+// (6.11 and later: refusals by this cgroup's own pids.max, where
+// pids.events also counts its descendants' limits), else pids.events
+// "max" (before 6.11: refusals to this cgroup's tasks, by its own limit
+// or an ancestor's; a caller ties them to this cgroup's limit by
+// pids.current at pids.max). The count is -1 when neither was readable.
 func (s Snapshot) PidsLimitRefusals() (n int64, source string) {
 	switch {
 	case s.PidsMaxEventsLocal != nil:

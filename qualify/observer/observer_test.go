@@ -132,8 +132,9 @@ func TestSignedObservation(t *testing.T) {
 }
 
 // pids.events semantics: before Linux 6.11 pids.events "max" counts the
-// forks this cgroup's own limit refused; from 6.11 it is hierarchical and
-// pids.events.local "max" holds the local count. The refusals of the
+// forks refused to this cgroup's tasks; from 6.11 it is hierarchical (a
+// refusal counts at the limiting cgroup and every ancestor) and
+// pids.events.local "max" holds the count of this cgroup's own limit. The refusals of the
 // sandbox's own limit are read from pids.events.local when the kernel has
 // it, so a hierarchical count from a descendant's limit is never taken
 // for the sandbox's; an unreadable pids.events.local is an error, an
@@ -159,7 +160,8 @@ func TestPidsEventsLocalSemantics(t *testing.T) {
 	assert.Equal(t, n, int64(14))
 	assert.Equal(t, source, "pids.events max")
 
-	// 6.11+: 14 refusals in the subtree, 3 of them at this cgroup's limit.
+	// 6.11+ on a scope with child cgroups of their own limits: 14
+	// refusals at this cgroup or below, 3 of them by its own limit.
 	hier := tree(t, func(root string) {
 		assert.NilError(t, os.WriteFile(filepath.Join(root, dir, "pids.events.local"), []byte("max 3\n"), 0o644))
 	})

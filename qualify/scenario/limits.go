@@ -87,8 +87,10 @@ func (s PIDExhaustion) Run(ctx context.Context, env *Env, params map[string]any,
 	cur := num(during.PidsCurrent)
 	rec.Check("observer pids.current: the descendants, within the cap", fmt.Sprintf("%d..%d", r.Done, p.PIDs), cur, cur >= r.Done && cur <= p.PIDs)
 	// The sandbox's own limit refused the forks: read where the kernel
-	// counts exactly that (pids.events.local from Linux 6.11, whose
-	// pids.events is hierarchical; pids.events before).
+	// counts exactly that from Linux 6.11 (pids.events.local; pids.events
+	// is hierarchical there), and before it pids.events, which counts the
+	// refusals to the scope's tasks; that they were the scope's own limit
+	// is shown by pids.current at the cap, checked above.
 	ev, source := during.PidsLimitRefusals()
 	rec.Check("observer "+source+" counted the refusals", ">= 1", ev, ev >= 1)
 	if during.PidsMaxEventsLocal != nil {
