@@ -54,7 +54,7 @@ type Config struct {
 	Engine *client.Client
 	// ImageID is the exact guest image ID.
 	ImageID string
-	// ImageSource is "build" or "manifest".
+	// ImageSource is "build", "archive" or "manifest" (evidence.Image).
 	ImageSource string
 	// RemoveImage, when set, removes the image the run built; it runs after
 	// the last scenario and its outcome is recorded in the run evidence.
