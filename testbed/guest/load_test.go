@@ -281,3 +281,51 @@ func TestLoadArchiveRefuses(t *testing.T) {
 		absent(t, cli, a.ID)
 	})
 }
+
+// laneBSocket is lane B's Engine (docs/lanes.md#lane-b), which keeps
+// images in the containerd image store as Docker Desktop does.
+const laneBSocket = "unix:///run/qualbox-moby/docker.sock"
+
+// On an Engine with the containerd image store the loaded image is named
+// by the manifest digest that store creates, not the archive's config
+// digest: Load accepts it only when the loaded image's layers, platform
+// and config are the archive's, reports a second Load of the same archive
+// as not created, and removes a rejected image by the ID it got.
+func TestLoadArchiveContainerdStore(t *testing.T) {
+	cli, err := client.New(client.WithHost(laneBSocket))
+	assert.NilError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		t.Skipf("lane B does not answer at %s (make engine-b): %v", laneBSocket, err)
+	}
+	store, err := containerdStore(ctx, cli)
+	assert.NilError(t, err)
+	if !store {
+		t.Skipf("the Engine at %s does not use the containerd image store", laneBSocket)
+	}
+	a, err := ReadArchive(realArchive(t))
+	assert.NilError(t, err)
+
+	img, err := Load(ctx, cli, a, "amd64")
+	assert.NilError(t, err)
+	removeAtEnd(t, cli, img.ID)
+	assert.Check(t, img.ID != a.ID, "the containerd image store named the image by its config digest %s", img.ID)
+	assert.Check(t, img.Created)
+	again, err := Load(ctx, cli, a, "amd64")
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(again.ID, img.ID))
+	assert.Check(t, !again.Created, "a second Load must not claim the image it found")
+	assert.NilError(t, Remove(ctx, cli, img.ID))
+	absent(t, cli, img.ID)
+
+	wrongLayers := a
+	wrongLayers.DiffIDs = []string{"sha256:" + strings.Repeat("1", 64)}
+	_, err = Load(ctx, cli, wrongLayers, "amd64")
+	var ae *ArchiveError
+	assert.Assert(t, errors.As(err, &ae), "%v", err)
+	assert.Check(t, is.Equal(ae.Problem, ArchiveReadback), "%v", err)
+	assert.Check(t, is.ErrorContains(err, "RootFS.Layers"))
+	absent(t, cli, img.ID)
+}
