@@ -303,8 +303,9 @@ func containerdStore(ctx context.Context, cli *client.Client) (bool, error) {
 // Load puts the guest image of the archive a (from ReadArchive) on the
 // Engine and checks it is that image, for architecture arch ("amd64" or
 // "arm64"). When the Engine already has an image with a.ID it is not
-// loaded again. Otherwise the file is streamed to POST /images/load
-// (hashed on the way: it must still be the bytes ReadArchive checked);
+// loaded again. Otherwise the file's first a.Size bytes are streamed to
+// POST /images/load, hashed on the way: the file must still be the bytes
+// ReadArchive checked, no longer;
 // the Engine must report exactly one loaded image, with a.ID unless the
 // Engine uses the containerd image store. Either way the image is read
 // back: Os linux, Architecture arch, Env exactly [PATH=<Path>], Cmd
@@ -342,8 +343,10 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 		return Loaded{}, fail(ArchiveUnreadable, err, "")
 	}
 	defer f.Close()
+	// No more than the checked size goes to the Engine.
 	sum := sha256.New()
-	resp, err := cli.ImageLoad(ctx, io.TeeReader(f, sum), client.ImageLoadWithQuiet(true))
+	body := io.LimitReader(f, a.Size)
+	resp, err := cli.ImageLoad(ctx, io.TeeReader(body, sum), client.ImageLoadWithQuiet(true))
 	if err != nil {
 		return Loaded{}, fail(ArchiveEngine, err, "")
 	}
@@ -371,11 +374,14 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 	if len(ids) != 1 {
 		return reject(fail(ArchiveEngine, nil, "the Engine reported %d loaded image IDs %q, want 1", len(ids), ids))
 	}
-	if _, err := io.Copy(sum, f); err != nil {
+	if _, err := io.Copy(sum, body); err != nil {
 		return reject(fail(ArchiveUnreadable, err, ""))
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != a.SHA256 {
 		return reject(fail(ArchiveChanged, nil, "SHA-256 %s, checked as %s", got, a.SHA256))
+	}
+	if n, _ := f.Read(make([]byte, 1)); n > 0 {
+		return reject(fail(ArchiveChanged, nil, "longer than the %d bytes checked", a.Size))
 	}
 	if id != a.ID {
 		store, err := containerdStore(ctx, cli)
