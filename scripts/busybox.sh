@@ -4,9 +4,10 @@
 # archives of `make release` (README.md, Install). It downloads the
 # package with apt-get, unpacks it with dpkg-deb into a temporary
 # directory (nothing is installed on the host), copies bin/busybox to
-# DIR/busybox-ARCH and prints that path; the package version goes to
-# stderr. It needs a Debian host, as root: for a foreign ARCH it adds the
-# dpkg architecture and updates the package lists. Elsewhere run it in
+# DIR/busybox-ARCH and prints that path on stdout; everything else (the
+# package version, apt's output) goes to stderr. It needs a Debian host,
+# as root: for a foreign ARCH it adds the dpkg architecture and updates
+# the package lists. Elsewhere run it in
 # debian:bookworm (the guest-images job of .github/workflows/qualify.yml):
 #
 #   docker run --rm -v "$PWD/bb:/out" -v "$PWD/scripts:/s:ro" debian:bookworm /s/busybox.sh arm64 /out
@@ -33,15 +34,15 @@ for tool in apt-get apt-cache dpkg dpkg-deb; do
 	fi
 done
 if [ "$arch" != "$(dpkg --print-architecture)" ] && ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
-	dpkg --add-architecture "$arch"
-	apt-get update -qq
+	dpkg --add-architecture "$arch" >&2
+	apt-get update -qq >&2
 fi
 if ! apt-cache show "busybox-static:$arch" >/dev/null 2>&1; then
-	apt-get update -qq
+	apt-get update -qq >&2
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && apt-get download -qq "busybox-static:$arch")
+(cd "$tmp" && apt-get download -qq "busybox-static:$arch" >&2)
 deb=$(find "$tmp" -maxdepth 1 -name "busybox-static_*_$arch.deb")
 if [ -z "$deb" ]; then
 	echo "busybox.sh: apt-get download busybox-static:$arch left no package" >&2
