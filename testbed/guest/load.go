@@ -112,7 +112,10 @@ var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // (manifest.json with exactly one entry, no RepoTags, one layer), whose
 // config's SHA-256 is the ID its name declares and whose layer's SHA-256
 // is the config's one diff ID, with Os "linux", Env exactly
-// [PATH=<Path>], Cmd ["/bin/sh"] and no Volumes; only regular files and
+// [PATH=<Path>], Cmd ["/bin/sh"] and no Volumes, and whose layer is byte
+// for byte the guest root filesystem (docs/architecture.md) of the static
+// busybox and probe it holds, ELF executables of the config's
+// architecture (no other file, mode, owner or link); only regular files and
 // directories with relative names, none twice, none beyond manifest.json,
 // the config and the layer. It does not check the architecture against a
 // requirement: Load does, and callers that check before any Engine
@@ -141,7 +144,7 @@ func ReadArchive(file string) (ArchiveImage, error) {
 	fileSum := sha256.New()
 	tr := tar.NewReader(io.TeeReader(io.LimitReader(f, MaxArchiveBytes+1), fileSum))
 	small := map[string][]byte{}  // manifest.json and <hex>.json
-	layers := map[string]string{} // <hex>/layer.tar -> its SHA-256 hex
+	layers := map[string][]byte{} // <hex>/layer.tar
 	dirs := map[string]bool{}     // <hex>/
 	seen := map[string]bool{}
 	for {
@@ -173,11 +176,11 @@ func ReadArchive(file string) (ArchiveImage, error) {
 			}
 			small[name] = body
 		case h.Typeflag == tar.TypeReg && path.Base(name) == "layer.tar" && hex64.MatchString(path.Dir(name)):
-			sum := sha256.New()
-			if _, err := io.Copy(sum, tr); err != nil {
+			body, err := io.ReadAll(tr)
+			if err != nil {
 				return fail(ArchiveNotTar, err, "reading %s", name)
 			}
-			layers[name] = hex.EncodeToString(sum.Sum(nil))
+			layers[name] = body
 		default:
 			return fail(ArchiveLayout, nil, "unexpected entry %q (tar type %q)", name, h.Typeflag)
 		}
@@ -218,7 +221,7 @@ func ReadArchive(file string) (ArchiveImage, error) {
 	if !ok || !hex64.MatchString(configHex) {
 		return fail(ArchiveLayout, nil, "manifest.json config %q is not an entry <64 hex>.json", m.Config)
 	}
-	layerSum, ok := layers[m.Layers[0]]
+	layer, ok := layers[m.Layers[0]]
 	if !ok {
 		return fail(ArchiveLayout, nil, "manifest.json layer %q is not an entry", m.Layers[0])
 	}
@@ -247,7 +250,7 @@ func ReadArchive(file string) (ArchiveImage, error) {
 	if cfg.RootFS.Type != "layers" || len(cfg.RootFS.DiffIDs) != 1 {
 		return fail(ArchiveLayout, nil, "config rootfs is %q with %d diff IDs, want layers with 1", cfg.RootFS.Type, len(cfg.RootFS.DiffIDs))
 	}
-	if want := "sha256:" + layerSum; cfg.RootFS.DiffIDs[0] != want {
+	if want := "sha256:" + digest(layer); cfg.RootFS.DiffIDs[0] != want {
 		return fail(ArchiveDigest, nil, "layer %s has SHA-256 %s, config diff ID %s", m.Layers[0], want, cfg.RootFS.DiffIDs[0])
 	}
 	if cfg.OS != "linux" || cfg.Architecture != "amd64" && cfg.Architecture != "arm64" {
@@ -262,10 +265,48 @@ func ReadArchive(file string) (ArchiveImage, error) {
 	if len(cfg.Config.Volumes) != 0 {
 		return fail(ArchivePlatform, nil, "config declares volumes %v", cfg.Config.Volumes)
 	}
+	if err := checkLayer(layer, cfg.Architecture); err != nil {
+		return fail(ArchiveLayout, nil, "layer %s is not the guest root filesystem: %v", m.Layers[0], err)
+	}
 	return ArchiveImage{
 		File: file, SHA256: hex.EncodeToString(fileSum.Sum(nil)), Size: info.Size(),
 		ID: "sha256:" + configHex, OS: cfg.OS, Architecture: cfg.Architecture, DiffIDs: cfg.RootFS.DiffIDs,
 	}, nil
+}
+
+// checkLayer reports whether layer is byte for byte the root filesystem
+// rootfs writes for the busybox and probe it contains, each a static ELF
+// executable for arch: no other entry, mode, owner or link.
+func checkLayer(layer []byte, arch string) error {
+	bins := map[string][]byte{BusyboxPath[1:]: nil, ProbePath[1:]: nil}
+	tr := tar.NewReader(bytes.NewReader(layer))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if _, ok := bins[h.Name]; ok && h.Typeflag == tar.TypeReg {
+			if bins[h.Name], err = io.ReadAll(tr); err != nil {
+				return err
+			}
+		}
+	}
+	for name, b := range bins {
+		if err := checkStatic(b, arch); err != nil {
+			return fmt.Errorf("/%s: %w", name, err)
+		}
+	}
+	var want bytes.Buffer
+	if err := rootfs(bins[BusyboxPath[1:]], bins[ProbePath[1:]])(&want); err != nil {
+		return err
+	}
+	if !bytes.Equal(layer, want.Bytes()) {
+		return errors.New("its entries differ from the guest layout (busybox, applet links, probe, /etc/passwd, /etc/group, fixed directories)")
+	}
+	return nil
 }
 
 // Loaded is a guest image Load made available on the Engine.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -328,4 +329,60 @@ func TestLoadArchiveContainerdStore(t *testing.T) {
 	assert.Check(t, is.Equal(ae.Problem, ArchiveReadback), "%v", err)
 	assert.Check(t, is.ErrorContains(err, "RootFS.Layers"))
 	absent(t, cli, img.ID)
+}
+
+// repack writes a docker-archive around layer whose digests are all
+// consistent (config diff ID, config name, manifest.json), the config
+// declaring arch: what a hostile author who controls the whole file can
+// make.
+func repack(t *testing.T, layer []byte, arch string) []byte {
+	t.Helper()
+	config, err := json.Marshal(archiveConfig{
+		Architecture: arch, OS: "linux", Created: "1970-01-01T00:00:00Z",
+		Config: archiveRunConfig{Env: []string{"PATH=" + Path}, Cmd: []string{"/bin/sh"}},
+		RootFS: archiveRootFS{Type: "layers", DiffIDs: []string{"sha256:" + digest(layer)}},
+	})
+	assert.NilError(t, err)
+	layerName := digest(layer) + "/layer.tar"
+	manifest, err := json.Marshal([]map[string]any{{"Config": digest(config) + ".json", "RepoTags": nil, "Layers": []string{layerName}}})
+	assert.NilError(t, err)
+	return writeEntries(t, []entry{
+		{&tar.Header{Typeflag: tar.TypeReg, Name: layerName, Mode: 0o644}, layer},
+		{&tar.Header{Typeflag: tar.TypeReg, Name: digest(config) + ".json", Mode: 0o644}, config},
+		{&tar.Header{Typeflag: tar.TypeReg, Name: "manifest.json", Mode: 0o644}, manifest},
+	})
+}
+
+// An archive whose digests are all consistent is still refused when its
+// layer is not the guest root filesystem: an extra setuid file, or
+// binaries of another architecture than the config declares.
+func TestReadArchiveRefusesForeignLayer(t *testing.T) {
+	amd := func(tag string) []byte { return fakeELF(t, elf.EM_X86_64, tag) }
+	var guestLayer bytes.Buffer
+	assert.NilError(t, rootfs(amd("b"), amd("p"))(&guestLayer))
+	p := writeTemp(t, "repacked.tar", repack(t, guestLayer.Bytes(), "amd64"))
+	_, err := ReadArchive(p)
+	assert.NilError(t, err, "the repacking itself is sound")
+
+	ents := readEntries(t, guestLayer.Bytes())
+	suid := append(ents, entry{&tar.Header{Typeflag: tar.TypeReg, Name: "usr/bin/su", Mode: 0o4755}, amd("su")})
+	for _, c := range []struct {
+		name   string
+		layer  []byte
+		arch   string
+		detail string
+	}{
+		{"setuid file added", writeEntries(t, suid), "amd64", "its entries differ from the guest layout"},
+		{"binaries of another architecture", guestLayer.Bytes(), "arm64", "ELF machine EM_X86_64, want EM_AARCH64 for arm64"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := writeTemp(t, "hostile.tar", repack(t, c.layer, c.arch))
+			_, err := ReadArchive(p)
+			var ae *ArchiveError
+			assert.Assert(t, errors.As(err, &ae), "%v", err)
+			assert.Check(t, is.Equal(ae.Problem, ArchiveLayout), "%v", err)
+			assert.Check(t, is.ErrorContains(err, "is not the guest root filesystem"))
+			assert.Check(t, is.ErrorContains(err, c.detail))
+		})
+	}
 }
