@@ -199,8 +199,9 @@ is built first and exactly that image is removed at the end.
 make release (dist/qualbox-guest-linux-<arch>.tar) instead of building
 it, so the host needs no busybox and no Go source tree. Before any Engine
 contact the archive is checked (a tar of one untagged image whose config
-and layer digests match what it declares) and its architecture must be
-the profile's image architecture; it is loaded only when the Engine lacks
+and layer digests match what it declares and whose layer is exactly the
+guest root filesystem) and its architecture must be the profile's image
+architecture; it is loaded only when the Engine lacks
 its image ID, the ID the Engine gives it must be the archive's (an
 Engine with the containerd image store names it by its own manifest
 digest; then the loaded image's layers are checked instead), and it is
