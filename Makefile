@@ -105,6 +105,9 @@ cross:
 ## from the work tree packed at VERSION (internal/release); the guest image (probe + static busybox) as
 ## dist/qualbox-guest-linux-<arch>.tar for each arch with a BUSYBOX_<ARCH> (default: the host's
 ## /bin/busybox for the host's arch), its image ID in dist/GUEST-IMAGES; dist/SHA256SUMS over them all.
+## Debian's static busybox for another arch, unpacked without installing it (needs Debian and root):
+##   make release BUSYBOX_ARM64=$$(scripts/busybox.sh arm64 /var/cache/qualbox/busybox)
+## `qualify run --image-archive dist/qualbox-guest-linux-<arch>.tar` runs with that image (README.md).
 ## VERSION defaults to git describe; without a tag that is made v0.0.0-g<commit>[-dirty].
 VERSION ?= $(shell git describe --tags --always --dirty)
 BUSYBOX_$(shell $(GO) env GOHOSTARCH | tr a-z A-Z) ?= $(wildcard /bin/busybox)

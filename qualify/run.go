@@ -54,7 +54,7 @@ type Config struct {
 	Engine *client.Client
 	// ImageID is the exact guest image ID.
 	ImageID string
-	// ImageSource is "build" or "manifest".
+	// ImageSource is "build", "archive" or "manifest" (evidence.Image).
 	ImageSource string
 	// EngineBuild is how the Engine was built (ReadEngineBuild), recorded
 	// in the run header; nil records nothing.

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--engine-build FILE] [--json] [--keep-image] [--verbose]
+//	qualify run --manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose]
 //	qualify verify --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] DIR...
 //	qualify keygen --out DIR
@@ -17,8 +17,10 @@
 // --help. run executes the manifest's scenarios and writes evidence.json,
 // summary.md, junit.xml and one directory per scenario into a fresh
 // output directory (default reports/runs/<UTC timestamp>). When the
-// manifest says "image: build" the guest image is built first and exactly
-// that image is removed at the end, unless --keep-image.
+// manifest says "image: build" the guest image is built first, or loaded
+// from a guest image archive of `make release` with --image-archive, and
+// exactly that image is removed at the end, unless --keep-image or the
+// Engine already had it.
 //
 // With --signing-key (an ed25519 PKCS#8 PEM from keygen) run signs the
 // complete report: evidence.dsse.json is a DSSE envelope around an in-toto
@@ -64,6 +66,7 @@ import (
 
 	"github.com/qualbox/qualbox/internal/cli"
 	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
@@ -190,7 +193,7 @@ const (
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY] [--engine-build FILE] [--json] [--keep-image] [--verbose]",
+	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -203,6 +206,19 @@ DOCKER_HOST and docker contexts are ignored on purpose. --endpoint leaves
 the manifest file and its recorded digest unchanged; the run header's
 endpoint is the Engine the run actually used. When the manifest says "image: build" the guest image
 is built first and exactly that image is removed at the end.
+
+--image-archive FILE takes the guest image from a guest image archive of
+make release (dist/qualbox-guest-linux-<arch>.tar) instead of building
+it, so the host needs no busybox and no Go source tree. Before any Engine
+contact the archive is checked (a tar of one untagged image whose config
+and layer digests match what it declares and whose layer is exactly the
+guest root filesystem) and its architecture must be the profile's image
+architecture; it is loaded only when the Engine lacks
+its image ID, the ID the Engine gives it must be the archive's (an
+Engine with the containerd image store names it by its own manifest
+digest; then the loaded image's layers are checked instead), and it is
+removed by that ID at the end only if this run loaded it. The report
+records the ID with image source "archive".
 
 Each scenario run is bounded by --scenario-timeout: past it the scenario
 is cancelled and fails, and its directory gets the controller's goroutine
@@ -227,10 +243,11 @@ records the repeat count, the parallelism and each round's start order.`
 	endpoint := fs.String("endpoint", "", "instead of the manifest's engine.endpoint, the "+cli.EndpointNote)
 	output := fs.String("output", "", "fresh output `DIR` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
 	asJSON := fs.Bool("json", false, "print the run evidence as JSON on stdout instead of the table")
-	keepImage := fs.Bool("keep-image", false, `keep the guest image built for "image: build"`)
+	keepImage := fs.Bool("keep-image", false, `keep the guest image built or loaded for "image: build"`)
 	verbose := fs.Bool("verbose", false, "print scenario detail lines on stderr")
 	signingKey := fs.String("signing-key", "", "ed25519 private key `FILE` (PEM PKCS#8, from qualify keygen) to sign the report with")
 	probe := fs.String("probe", "", `prebuilt static guest probe `+"`BINARY`"+` for "image: build" (default: compile it from this source tree)`)
+	imageArchive := fs.String("image-archive", "", `for "image: build", load the guest image from the archive `+"`FILE`"+` (make release's dist/qualbox-guest-linux-<arch>.tar) instead of building it`)
 	repeat := fs.Int("repeat", 1, "run the manifest's scenarios `N` times in one report; a scenario that fails some runs is flaky")
 	parallel := fs.Int("parallel", 1, "run up to `N` scenarios at once, each in its own namespace")
 	only := fs.String("only", "", "run only the manifest's scenarios named in `NAMES` (comma-separated); the report is partial")
@@ -280,6 +297,9 @@ records the repeat count, the parallelism and each round's start order.`
 			return c.UsageError(stderr, "--engine-build: "+err.Error())
 		}
 	}
+	if *imageArchive != "" && *probe != "" {
+		return c.UsageError(stderr, "--image-archive and --probe exclude each other: the archive holds its probe")
+	}
 	reg := scenario.Default()
 	m, err := manifest.Load(*manifestPath, reg)
 	if err != nil {
@@ -302,6 +322,28 @@ records the repeat count, the parallelism and each round's start order.`
 		// digest of the file as read.
 		fmt.Fprintf(stderr, "engine: %s (--endpoint, instead of the manifest's %s)\n", *endpoint, m.Endpoint)
 		m.Endpoint = *endpoint
+	}
+	var archive guest.ArchiveImage
+	var imageArch string
+	if *imageArchive != "" {
+		if m.Image != manifest.ImageBuild {
+			return c.UsageError(stderr, fmt.Sprintf("--image-archive replaces \"image: build\", but manifest %s names image %s", *manifestPath, m.Image))
+		}
+		prof, err := profiles.Load(m.Profile)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify: %v\n", err)
+			return exitcode.Usage
+		}
+		imageArch = prof.Image.Architecture
+		if archive, err = guest.ReadArchive(*imageArchive); err != nil {
+			fmt.Fprintf(stderr, "qualify: --image-archive: %v\n", err)
+			return exitcode.Usage
+		}
+		if archive.Architecture != imageArch {
+			fmt.Fprintf(stderr, "qualify: --image-archive: %v\n", &guest.ArchiveError{File: *imageArchive, Problem: guest.ArchivePlatform,
+				Detail: fmt.Sprintf("image is linux/%s, profile %s requires linux/%s", archive.Architecture, m.Profile, imageArch)})
+			return exitcode.Usage
+		}
 	}
 	var key ed25519.PrivateKey
 	if *signingKey != "" {
@@ -337,7 +379,29 @@ records the repeat count, the parallelism and each round's start order.`
 	if selection != nil {
 		fmt.Fprintf(stderr, "qualify: partial run (%s): not running %s\n", selection.Flag(), strings.Join(selection.Skipped, ", "))
 	}
-	if m.Image == manifest.ImageBuild {
+	if *imageArchive != "" {
+		fmt.Fprintf(stderr, "loading guest image %s from %s ...\n", archive.ID, *imageArchive)
+		lctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
+		img, err := guest.Load(lctx, eng, archive, imageArch)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "loading guest image failed\nqualify: %v\n", err)
+			return exitcode.Unavailable
+		}
+		state := "loaded"
+		if !img.Created {
+			state = "already on the Engine: it stays there"
+		}
+		fmt.Fprintf(stderr, "guest image %s %s\n", img.ID, state)
+		cfg.ImageID, cfg.ImageSource = img.ID, "archive"
+		switch {
+		case !img.Created:
+		case *keepImage:
+			fmt.Fprintf(stderr, "keeping image %s (remove it with: qualify image --remove %s)\n", img.ID, img.ID)
+		default:
+			cfg.RemoveImage = func(ctx context.Context) error { return guest.Remove(ctx, eng, img.ID) }
+		}
+	} else if m.Image == manifest.ImageBuild {
 		fmt.Fprintf(stderr, "building guest image ...\n")
 		bctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 		img, err := guest.Build(bctx, eng, guest.BuildOptions{ProbeBinary: *probe})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -157,6 +158,95 @@ func TestWorkflowRowDriftIsCaught(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := checkRows(tc.workflow, tc.policy, ".github", tc.profiles)
+			assert.Assert(t, slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, tc.want) }), "want %q in %v", tc.want, got)
+		})
+	}
+}
+
+// desktopRowProblems returns every way the workflow's Desktop rows stray
+// from running their committed manifest with the guest image archive that
+// the guest-images job built: a row whose arch is not its profile's image
+// architecture, a job that does not need guest-images or whose steps do
+// not pass --image-archive of the row's arch, and any sed in the workflow
+// (a manifest edited on the runner no longer matches the gate's pin).
+func desktopRowProblems(workflow []byte) []string {
+	var wf struct {
+		Jobs map[string]struct {
+			Needs    []string `yaml:"needs"`
+			Strategy struct {
+				Matrix struct {
+					Include []map[string]any `yaml:"include"`
+				} `yaml:"matrix"`
+			} `yaml:"strategy"`
+			Steps []struct {
+				Run string `yaml:"run"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(workflow, &wf); err != nil {
+		return []string{"workflow: " + err.Error()}
+	}
+	var out []string
+	if regexp.MustCompile(`(^|[^A-Za-z0-9_-])sed\s`).Match(workflow) {
+		out = append(out, "the workflow runs sed")
+	}
+	rows := 0
+	for name, j := range wf.Jobs {
+		var runs strings.Builder
+		for _, s := range j.Steps {
+			runs.WriteString(s.Run + "\n")
+		}
+		for _, inc := range j.Strategy.Matrix.Include {
+			profile, _ := inc["profile"].(string)
+			if !strings.HasPrefix(profile, "desktop-") {
+				continue
+			}
+			rows++
+			p, err := profiles.Load(profile)
+			if err != nil {
+				out = append(out, fmt.Sprintf("job %s: %v", name, err))
+				continue
+			}
+			if arch, _ := inc["arch"].(string); arch != p.Image.Architecture {
+				out = append(out, fmt.Sprintf("job %s row %v: arch %q, profile %s requires image architecture %s", name, inc["row"], arch, profile, p.Image.Architecture))
+			}
+			if !slices.Contains(j.Needs, "guest-images") {
+				out = append(out, fmt.Sprintf("job %s runs Desktop rows but does not need guest-images", name))
+			}
+			if !strings.Contains(runs.String(), `--image-archive "$RUNNER_TEMP/guest-images/qualbox-guest-linux-$ARCH.tar"`) || !strings.Contains(runs.String(), `--manifest "${{ matrix.manifest }}"`) {
+				out = append(out, fmt.Sprintf("job %s does not run the row's manifest with --image-archive of its arch", name))
+			}
+		}
+	}
+	if rows == 0 {
+		out = append(out, "no Desktop rows")
+	}
+	return out
+}
+
+// The Desktop rows run their committed manifests with the release's guest
+// image archive of their profile's architecture (README.md "Mac
+// handoff"), and the check catches each way of straying.
+func TestWorkflowDesktopRowsLoadTheArchive(t *testing.T) {
+	workflow := readRepo(t, ".github/workflows/qualify.yml")
+	assert.DeepEqual(t, desktopRowProblems(workflow), []string(nil))
+	edit := func(old, new string) []byte {
+		t.Helper()
+		assert.Assert(t, bytes.Contains(workflow, []byte(old)), "no %q", old)
+		return bytes.Replace(workflow, []byte(old), []byte(new), 1)
+	}
+	for _, tc := range []struct {
+		name     string
+		workflow []byte
+		want     string
+	}{
+		{"arch swapped", edit("            arch: arm64\n", "            arch: amd64\n"), "row desktop-native-arm64: arch \"amd64\", profile desktop-apple-virtualization-native-arm64 requires image architecture arm64"},
+		{"no needs", edit("    needs: [guest-images]\n", ""), "does not need guest-images"},
+		{"no archive", edit(`--image-archive "$RUNNER_TEMP/guest-images/qualbox-guest-linux-$ARCH.tar"`, ""), "does not run the row's manifest with --image-archive"},
+		{"sed on a manifest", edit("      - name: build qualify\n", "      - run: sed -i s/build/x/ manifests/x.yaml\n      - name: build qualify\n"), "the workflow runs sed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := desktopRowProblems(tc.workflow)
 			assert.Assert(t, slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, tc.want) }), "want %q in %v", tc.want, got)
 		})
 	}

@@ -213,7 +213,7 @@ func ManifestProblems(s *Signed, m *manifest.Manifest) []string {
 		out = append(out, fmt.Sprintf("user %d:%d, but manifest %s user %d:%d", r.User.UID, r.User.GID, m.Path, m.User.UID, m.User.GID))
 	}
 	switch {
-	case m.Image == manifest.ImageBuild && r.Image.Source != "build":
+	case m.Image == manifest.ImageBuild && r.Image.Source != "build" && r.Image.Source != "archive":
 		out = append(out, fmt.Sprintf("image source %q, but manifest %s builds its image", r.Image.Source, m.Path))
 	case m.Image != manifest.ImageBuild && (r.Image.Source != "manifest" || r.Image.ID != m.Image):
 		out = append(out, fmt.Sprintf("image %s (source %q), but manifest %s names image %s", r.Image.ID, r.Image.Source, m.Path, m.Image))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
 )
 
 // Forgeries by a key holder: each test edits a report its test key
@@ -336,4 +337,26 @@ func TestForgedTimesAreRefused(t *testing.T) {
 	assert.NilError(t, err)
 	_, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
 	assert.ErrorContains(t, err, "does not match the summary of evidence.json")
+}
+
+// A manifest that says "image: build" admits a run that built its image
+// or loaded it from a guest image archive (qualify run --image-archive),
+// never one that ran an image the manifest does not name.
+func TestImageSourceOfABuildManifest(t *testing.T) {
+	m := &manifest.Manifest{Path: "m.yaml", Image: manifest.ImageBuild, Endpoint: "unix:///var/run/docker.sock"}
+	id := "sha256:" + strings.Repeat("a", 64)
+	imageProblems := func(source string) []string {
+		s := &evidence.Signed{Run: &evidence.Run{Endpoint: m.Endpoint, Image: evidence.Image{ID: id, Source: source}}}
+		var out []string
+		for _, p := range evidence.ManifestProblems(s, m) {
+			if strings.HasPrefix(p, "image") {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	assert.DeepEqual(t, imageProblems("build"), []string(nil))
+	assert.DeepEqual(t, imageProblems("archive"), []string(nil))
+	assert.DeepEqual(t, imageProblems("manifest"), []string{`image source "manifest", but manifest m.yaml builds its image`})
+	assert.DeepEqual(t, imageProblems("pulled"), []string{`image source "pulled", but manifest m.yaml builds its image`})
 }

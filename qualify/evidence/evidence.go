@@ -188,11 +188,14 @@ type Manifest struct {
 type Image struct {
 	// ID is the exact "sha256:" image ID.
 	ID string `json:"id"`
-	// Source is "build" when the run built it, "manifest" when the manifest
+	// Source is "build" when the run built it, "archive" when the run
+	// took it from a guest image archive (qualify run --image-archive, for
+	// a manifest that says "image: build"), "manifest" when the manifest
 	// named it.
 	Source string `json:"source"`
-	// Removed is set when the run built the image and then removed it (true)
-	// or failed to (false, with RemoveError); null when it was kept.
+	// Removed is set when the run built or loaded the image and then
+	// removed it (true) or failed to (false, with RemoveError); null when
+	// it was kept, or was on the Engine before the run.
 	Removed     *bool  `json:"removed,omitempty"`
 	RemoveError string `json:"removeError,omitempty"`
 }
