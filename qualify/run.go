@@ -56,6 +56,9 @@ type Config struct {
 	ImageID string
 	// ImageSource is "build", "archive" or "manifest" (evidence.Image).
 	ImageSource string
+	// ImageArchiveSHA256 and ImageArchiveID identify the guest image
+	// archive of source "archive" (evidence.Image).
+	ImageArchiveSHA256, ImageArchiveID string
 	// EngineBuild is how the Engine was built (ReadEngineBuild), recorded
 	// in the run header; nil records nothing.
 	EngineBuild []string
@@ -195,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		Manifest:   evidence.Manifest{Path: m.Path, SHA256: m.SHA256},
 		Controller: evidence.Controller{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), Hostname: host},
 		Host:       HostFacts(ctx, "/"), EngineBuild: cfg.EngineBuild,
-		Image:  evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource},
+		Image:  evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource, ArchiveSHA256: cfg.ImageArchiveSHA256, ArchiveID: cfg.ImageArchiveID},
 		Policy: policyJSON, User: m.User,
 		Harness:   HarnessIdentity(),
 		Selection: cfg.Selection,

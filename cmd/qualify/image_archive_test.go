@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +122,11 @@ func TestRunImageArchive(t *testing.T) {
 	r := readRun(t, out)
 	assert.Check(t, is.Equal(r.Image.ID, id))
 	assert.Check(t, is.Equal(r.Image.Source, "archive"))
+	// The signed header ties the image to the archive file it came from.
+	data, err := os.ReadFile(file)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(r.Image.ArchiveSHA256, fmt.Sprintf("%x", sha256.Sum256(data))))
+	assert.Check(t, is.Equal(r.Image.ArchiveID, id))
 	assert.Check(t, r.Image.Removed != nil && *r.Image.Removed, "removed: %v %q", r.Image.Removed, r.Image.RemoveError)
 	assert.Check(t, r.Admission.OK, "admission: %+v", r.Admission)
 	imageGone(t, cli, id)

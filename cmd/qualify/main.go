@@ -394,6 +394,7 @@ records the repeat count, the parallelism and each round's start order.`
 		}
 		fmt.Fprintf(stderr, "guest image %s %s\n", img.ID, state)
 		cfg.ImageID, cfg.ImageSource = img.ID, "archive"
+		cfg.ImageArchiveSHA256, cfg.ImageArchiveID = archive.SHA256, archive.ID
 		switch {
 		case !img.Created:
 		case *keepImage:

@@ -193,6 +193,12 @@ type Image struct {
 	// a manifest that says "image: build"), "manifest" when the manifest
 	// named it.
 	Source string `json:"source"`
+	// ArchiveSHA256 and ArchiveID, for source "archive", are the hex
+	// SHA-256 of the archive file the run checked and loaded, and the
+	// image ID (config digest) it declares, which dist/GUEST-IMAGES lists:
+	// what ties the loaded image to a release.
+	ArchiveSHA256 string `json:"archiveSha256,omitempty"`
+	ArchiveID     string `json:"archiveId,omitempty"`
 	// Removed is set when the run built or loaded the image and then
 	// removed it (true) or failed to (false, with RemoveError); null when
 	// it was kept, or was on the Engine before the run.

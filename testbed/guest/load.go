@@ -49,8 +49,6 @@ const (
 	// ArchivePlatform: the image is not linux/<the architecture required>,
 	// or its config is not the guest's (Env, Cmd, Volumes).
 	ArchivePlatform ArchiveProblem = "wrong image"
-	// ArchiveChanged: the file's bytes changed between ReadArchive and Load.
-	ArchiveChanged ArchiveProblem = "changed since it was checked"
 	// ArchiveEngine: the Engine refused the load or reported no image.
 	ArchiveEngine ArchiveProblem = "not loaded"
 	// ArchiveIDMismatch: the Engine gave the loaded image another ID than
@@ -94,6 +92,9 @@ type ArchiveImage struct {
 	// bytes.
 	SHA256 string
 	Size   int64
+	// data are the bytes ReadArchive checked: Load sends exactly these,
+	// whatever the file holds by then.
+	data []byte
 	// ID is the image ID the archive declares: "sha256:" and the hex
 	// SHA-256 of its image config (the ID WriteArchive returns and
 	// dist/GUEST-IMAGES lists).
@@ -141,8 +142,18 @@ func ReadArchive(file string) (ArchiveImage, error) {
 	if info.Size() > MaxArchiveBytes {
 		return fail(ArchiveUnreadable, nil, "%d bytes, more than the %d a guest image archive may have", info.Size(), MaxArchiveBytes)
 	}
-	fileSum := sha256.New()
-	tr := tar.NewReader(io.TeeReader(io.LimitReader(f, MaxArchiveBytes+1), fileSum))
+	// The whole file is read once and checked in memory; Load sends these
+	// very bytes, so a file swapped after the check never reaches the
+	// Engine.
+	data, err := io.ReadAll(io.LimitReader(f, MaxArchiveBytes+1))
+	if err != nil {
+		return fail(ArchiveUnreadable, err, "")
+	}
+	if len(data) > MaxArchiveBytes {
+		return fail(ArchiveUnreadable, nil, "more than the %d bytes a guest image archive may have", MaxArchiveBytes)
+	}
+	fileSum := sha256.Sum256(data)
+	tr := tar.NewReader(bytes.NewReader(data))
 	small := map[string][]byte{}  // manifest.json and <hex>.json
 	layers := map[string][]byte{} // <hex>/layer.tar
 	dirs := map[string]bool{}     // <hex>/
@@ -156,6 +167,15 @@ func ReadArchive(file string) (ArchiveImage, error) {
 			return fail(ArchiveNotTar, err, "")
 		}
 		name := h.Name
+		// A sparse entry's logical size is not bounded by the bytes it
+		// occupies, so a tiny archive could claim gigabytes: refused, as
+		// is any entry larger than the archive itself.
+		if sparseEntry(h) {
+			return fail(ArchiveLayout, nil, "entry %q is a sparse file", name)
+		}
+		if h.Size > int64(len(data)) {
+			return fail(ArchiveNotTar, nil, "entry %q claims %d bytes, more than the archive's %d", name, h.Size, len(data))
+		}
 		if seen[name] {
 			return fail(ArchiveLayout, nil, "entry %q appears twice", name)
 		}
@@ -170,13 +190,13 @@ func ReadArchive(file string) (ArchiveImage, error) {
 			if h.Size > maxArchiveMember {
 				return fail(ArchiveLayout, nil, "%s is %d bytes, more than %d", name, h.Size, maxArchiveMember)
 			}
-			body, err := io.ReadAll(tr)
+			body, err := io.ReadAll(io.LimitReader(tr, h.Size))
 			if err != nil {
 				return fail(ArchiveNotTar, err, "reading %s", name)
 			}
 			small[name] = body
 		case h.Typeflag == tar.TypeReg && path.Base(name) == "layer.tar" && hex64.MatchString(path.Dir(name)):
-			body, err := io.ReadAll(tr)
+			body, err := io.ReadAll(io.LimitReader(tr, h.Size))
 			if err != nil {
 				return fail(ArchiveNotTar, err, "reading %s", name)
 			}
@@ -184,11 +204,6 @@ func ReadArchive(file string) (ArchiveImage, error) {
 		default:
 			return fail(ArchiveLayout, nil, "unexpected entry %q (tar type %q)", name, h.Typeflag)
 		}
-	}
-	// Hash to the end of the file, so the digest covers any padding after
-	// the end-of-archive blocks too (Load compares it).
-	if _, err := io.Copy(fileSum, f); err != nil {
-		return fail(ArchiveUnreadable, err, "")
 	}
 
 	mj, ok := small["manifest.json"]
@@ -269,7 +284,7 @@ func ReadArchive(file string) (ArchiveImage, error) {
 		return fail(ArchiveLayout, nil, "layer %s is not the guest root filesystem: %v", m.Layers[0], err)
 	}
 	return ArchiveImage{
-		File: file, SHA256: hex.EncodeToString(fileSum.Sum(nil)), Size: info.Size(),
+		File: file, SHA256: hex.EncodeToString(fileSum[:]), Size: int64(len(data)), data: data,
 		ID: "sha256:" + configHex, OS: cfg.OS, Architecture: cfg.Architecture, DiffIDs: cfg.RootFS.DiffIDs,
 	}, nil
 }
@@ -288,8 +303,11 @@ func checkLayer(layer []byte, arch string) error {
 		if err != nil {
 			return err
 		}
+		if sparseEntry(h) || h.Size > int64(len(layer)) {
+			return fmt.Errorf("entry %q is sparse or claims %d bytes, more than the layer's %d", h.Name, h.Size, len(layer))
+		}
 		if _, ok := bins[h.Name]; ok && h.Typeflag == tar.TypeReg {
-			if bins[h.Name], err = io.ReadAll(tr); err != nil {
+			if bins[h.Name], err = io.ReadAll(io.LimitReader(tr, h.Size)); err != nil {
 				return err
 			}
 		}
@@ -341,20 +359,33 @@ func containerdStore(ctx context.Context, cli *client.Client) (bool, error) {
 	return false, nil
 }
 
+// sparseEntry reports whether h is a sparse file (old GNU or PAX sparse
+// formats), whose logical size the tar reader yields from a few bytes.
+func sparseEntry(h *tar.Header) bool {
+	if h.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
 // Load puts the guest image of the archive a (from ReadArchive) on the
 // Engine and checks it is that image, for architecture arch ("amd64" or
 // "arm64"). When the Engine already has an image with a.ID it is not
-// loaded again. Otherwise the file's first a.Size bytes are streamed to
-// POST /images/load, hashed on the way: the file must still be the bytes
-// ReadArchive checked, no longer;
-// the Engine must report exactly one loaded image, with a.ID unless the
+// loaded again. Otherwise exactly the bytes ReadArchive checked (kept in
+// a, not read from the file again) are streamed to POST /images/load; the
+// Engine must report exactly one loaded image, with a.ID unless the
 // Engine uses the containerd image store. Either way the image is read
 // back: Os linux, Architecture arch, Env exactly [PATH=<Path>], Cmd
 // ["/bin/sh"], no Volumes, and RootFS layers exactly a.DiffIDs, which
 // pins its file system to the archive's layer.
 //
-// When a check fails after this call loaded the image, the image is
-// removed again by its ID. Errors are *ArchiveError naming a.File, or the
+// When a check fails after this call loaded images, every image the Engine
+// reported loaded that it did not hold before is removed again by its ID. Errors are *ArchiveError naming a.File, or the
 // Engine's error.
 func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) (Loaded, error) {
 	fail := func(p ArchiveProblem, err error, format string, args ...any) error {
@@ -379,15 +410,10 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 	for _, s := range list.Items {
 		before[s.ID] = true
 	}
-	f, err := os.Open(a.File)
-	if err != nil {
-		return Loaded{}, fail(ArchiveUnreadable, err, "")
+	if a.data == nil {
+		return Loaded{}, fail(ArchiveUnreadable, nil, "not read by ReadArchive: no checked bytes to load")
 	}
-	defer f.Close()
-	// No more than the checked size goes to the Engine.
-	sum := sha256.New()
-	body := io.LimitReader(f, a.Size)
-	resp, err := cli.ImageLoad(ctx, io.TeeReader(body, sum), client.ImageLoadWithQuiet(true))
+	resp, err := cli.ImageLoad(ctx, bytes.NewReader(a.data), client.ImageLoadWithQuiet(true))
 	if err != nil {
 		return Loaded{}, fail(ArchiveEngine, err, "")
 	}
@@ -397,14 +423,20 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 	if len(ids) == 1 {
 		id = ids[0]
 	}
-	created := id != "" && !before[id]
-	// From here on a failed check removes what this call created.
+	var createdIDs []string
+	for _, l := range ids {
+		if !before[l] && !slices.Contains(createdIDs, l) {
+			createdIDs = append(createdIDs, l)
+		}
+	}
+	created := id != "" && slices.Contains(createdIDs, id)
+	// From here on a failed check removes every image this call created.
 	reject := func(err error) (Loaded, error) {
-		if created {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-			defer cancel()
-			if rmErr := Remove(rctx, cli, id); rmErr != nil {
-				return Loaded{}, errors.Join(err, fmt.Errorf("removing the rejected image: %w", rmErr))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		defer cancel()
+		for _, c := range createdIDs {
+			if rmErr := Remove(rctx, cli, c); rmErr != nil {
+				err = errors.Join(err, fmt.Errorf("removing the rejected image %s: %w", c, rmErr))
 			}
 		}
 		return Loaded{}, err
@@ -414,15 +446,6 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 	}
 	if len(ids) != 1 {
 		return reject(fail(ArchiveEngine, nil, "the Engine reported %d loaded image IDs %q, want 1", len(ids), ids))
-	}
-	if _, err := io.Copy(sum, body); err != nil {
-		return reject(fail(ArchiveUnreadable, err, ""))
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != a.SHA256 {
-		return reject(fail(ArchiveChanged, nil, "SHA-256 %s, checked as %s", got, a.SHA256))
-	}
-	if n, _ := f.Read(make([]byte, 1)); n > 0 {
-		return reject(fail(ArchiveChanged, nil, "longer than the %d bytes checked", a.Size))
 	}
 	if id != a.ID {
 		store, err := containerdStore(ctx, cli)

@@ -7,10 +7,12 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -271,14 +273,23 @@ func TestLoadArchiveRefuses(t *testing.T) {
 	}
 
 	t.Run("changed after the check", func(t *testing.T) {
-		other := realArchive(t) // the same image: only the file's tail changes
-		data, err := os.ReadFile(other)
+		// The file is swapped after ReadArchive: Load sends the bytes that
+		// were checked, never the file's new ones.
+		assert.NilError(t, os.WriteFile(file, []byte("not an archive at all"), 0o644))
+		l, err := Load(ctx, cli, a, "amd64")
 		assert.NilError(t, err)
-		assert.NilError(t, os.WriteFile(file, append(data, make([]byte, 1024)...), 0o644))
-		_, err = Load(ctx, cli, a, "amd64")
+		assert.Check(t, is.Equal(l.ID, a.ID))
+		assert.Check(t, l.Created)
+		assert.NilError(t, Remove(ctx, cli, l.ID))
+		absent(t, cli, a.ID)
+	})
+	t.Run("not from ReadArchive", func(t *testing.T) {
+		bare := a
+		bare.data = nil
+		_, err := Load(ctx, cli, bare, "amd64")
 		var ae *ArchiveError
 		assert.Assert(t, errors.As(err, &ae), "%v", err)
-		assert.Check(t, is.Equal(ae.Problem, ArchiveChanged), "%v", err)
+		assert.Check(t, is.ErrorContains(err, "no checked bytes"))
 		absent(t, cli, a.ID)
 	})
 }
@@ -385,4 +396,52 @@ func TestReadArchiveRefusesForeignLayer(t *testing.T) {
 			assert.Check(t, is.ErrorContains(err, c.detail))
 		})
 	}
+}
+
+// paxRecord is one PAX extended header record, "<len> <key>=<value>\n".
+func paxRecord(k, v string) string {
+	r := " " + k + "=" + v + "\n"
+	n := len(r) + 1
+	for len(strconv.Itoa(n))+len(r) != n {
+		n++
+	}
+	return strconv.Itoa(n) + r
+}
+
+// A sparse entry's logical size is not bounded by the bytes it occupies:
+// a 3 KiB archive whose PAX header declares a GNU sparse map makes the tar
+// reader yield a 4 GiB layer.tar. ReadArchive refuses it before reading
+// it, and any entry claiming more bytes than the archive has.
+func TestReadArchiveRefusesSparseBomb(t *testing.T) {
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	pax := paxRecord("GNU.sparse.map", "0,512") + paxRecord("GNU.sparse.size", "4294967296") + paxRecord("GNU.sparse.numblocks", "1")
+	assert.NilError(t, w.WriteHeader(&tar.Header{Name: "pax", Typeflag: tar.TypeReg, Size: int64(len(pax)), Mode: 0o644, Format: tar.FormatUSTAR}))
+	_, err := w.Write([]byte(pax))
+	assert.NilError(t, err)
+	assert.NilError(t, w.Flush())
+	// Turn the first entry into a PAX extended header for the next one
+	// (type 'x'), fixing its checksum: archive/tar writes no sparse files.
+	raw := b.Bytes()
+	raw[156] = tar.TypeXHeader
+	copy(raw[148:156], "        ")
+	sum := 0
+	for _, c := range raw[:512] {
+		sum += int(c)
+	}
+	copy(raw[148:], fmt.Sprintf("%06o\x00 ", sum))
+	layer := strings.Repeat("a", 64) + "/layer.tar"
+	assert.NilError(t, w.WriteHeader(&tar.Header{Name: layer, Typeflag: tar.TypeReg, Size: 512, Mode: 0o644, Format: tar.FormatUSTAR}))
+	_, err = w.Write(make([]byte, 512))
+	assert.NilError(t, err)
+	assert.NilError(t, w.Close())
+	file := filepath.Join(t.TempDir(), "bomb.tar")
+	assert.NilError(t, os.WriteFile(file, b.Bytes(), 0o644))
+	assert.Assert(t, b.Len() < 4096, "the archive is %d bytes", b.Len())
+
+	_, err = ReadArchive(file)
+	var ae *ArchiveError
+	assert.Assert(t, errors.As(err, &ae), "%v", err)
+	assert.Check(t, is.Equal(ae.Problem, ArchiveLayout), "%v", err)
+	assert.Check(t, is.ErrorContains(err, "is a sparse file"))
 }
