@@ -472,12 +472,12 @@ boot_probe() {
 	shift 2
 	PROBE_WHY=
 	dir=$(mktemp -d /tmp/qualbox-lanec-probe.XXXXXX)
-	saved=$(trap -p EXIT INT TERM)
+	saved=$(trap -p EXIT INT TERM HUP)
 	trap 'stop_probe; rm -rf "$dir"' EXIT
-	trap 'stop_probe; rm -rf "$dir"; exit 130' INT TERM
+	trap 'stop_probe; rm -rf "$dir"; exit 130' INT TERM HUP
 	t0=$(date +%s)
 	qemu-system-x86_64 -name qualbox-lanec-probe -nodefaults -no-user-config -display none -no-reboot \
-		"$@" -smp 1 -m 256M -kernel "$kernel" -append 'console=ttyS0 panic=-1' \
+		"$@" -smp 2 -m 256M -kernel "$kernel" -append 'console=ttyS0 panic=-1' \
 		-nic none -serial "file:$dir/console.log" </dev/null >"$dir/qemu.log" 2>&1 &
 	PROBE_PID=$!
 	rc=1
@@ -513,7 +513,7 @@ boot_probe() {
 		[ ! -f "$dir/console.log" ] || tr -d '\r' <"$dir/console.log"
 	} >"$plog"
 	rm -rf "$dir"
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM HUP
 	eval "$saved"
 	return "$rc"
 }

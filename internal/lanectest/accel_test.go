@@ -269,7 +269,7 @@ func TestAccelFakeWorkingKVM(t *testing.T) {
 			assert.Check(t, is.Contains(r.stderr, "lanec: accelerator kvm (LANEC_ACCEL="+mode+"; KVM probe passed: the kernel printed 'VFS: Unable to mount root fs' after "))
 			args := f.args(t)
 			assert.Check(t, is.Equal(strings.Count(args, "\n"), 1), "probe calls: %q", args)
-			assert.Check(t, is.Contains(args, "-accel kvm -cpu host -smp 1 -m 256M -kernel "+f.kernel+" -append console=ttyS0 panic=-1 -nic none -serial file:"))
+			assert.Check(t, is.Contains(args, "-accel kvm -cpu host -smp 2 -m 256M -kernel "+f.kernel+" -append console=ttyS0 panic=-1 -nic none -serial file:"))
 			f.assertGone(t)
 		})
 	}
