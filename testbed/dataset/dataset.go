@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/moby/moby/api/types/jsonstream"
 	"io"
 	"path"
 	"regexp"
@@ -342,35 +343,18 @@ func sha256Digest(b []byte) digest.Digest {
 // loadedID reads the load reply, a stream of JSON messages, one of which
 // says "Loaded image ID: sha256:<id>" for an untagged image.
 func loadedID(r io.Reader) (string, error) {
-	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
 	var id string
-	for {
-		var msg struct {
-			Stream      string `json:"stream"`
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		err := dec.Decode(&msg)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", fmt.Errorf("dataset: image load response: %w", err)
-		}
-		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
-			return "", fmt.Errorf("dataset: image load: %s", msg.ErrorDetail.Message)
-		}
-		if msg.Error != "" {
-			return "", fmt.Errorf("dataset: image load: %s", msg.Error)
-		}
+	err := guest.EngineMessages(r, func(msg jsonstream.Message) error {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(msg.Stream), "Loaded image ID: "); ok {
 			if id != "" {
-				return "", fmt.Errorf("dataset: image load reported two images, %s and %s", id, rest)
+				return fmt.Errorf("reported two images, %s and %s", id, rest)
 			}
 			id = rest
 		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("dataset: image load: %w", err)
 	}
 	if !imageIDPattern.MatchString(id) {
 		return "", fmt.Errorf("dataset: image load response has no sha256 image ID (got %q)", id)

@@ -11,9 +11,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/moby/moby/api/types/jsonstream"
 	"io"
 	"os"
 	"os/exec"
@@ -261,33 +261,15 @@ func importRootfs(ctx context.Context, cli *client.Client, arch string, writeTar
 	defer resp.Close()
 
 	// The body is a stream of JSON messages; the last status is the ID.
-	dec := json.NewDecoder(io.LimitReader(resp, 1<<20))
 	var id string
-	for {
-		var msg struct {
-			Status      string `json:"status"`
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		err := dec.Decode(&msg)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", fmt.Errorf("guest: image import response: %w", err)
-		}
-		if msg.ErrorDetail != nil || msg.Error != "" {
-			text := msg.Error
-			if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
-				text = msg.ErrorDetail.Message
-			}
-			return "", fmt.Errorf("guest: image import: %s", text)
-		}
+	err = EngineMessages(resp, func(msg jsonstream.Message) error {
 		if imageIDPattern.MatchString(msg.Status) {
 			id = msg.Status
 		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("guest: image import: %w", err)
 	}
 	if id == "" {
 		return "", errors.New("guest: image import response has no sha256 image ID")

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/moby/moby/api/types/jsonstream"
 	"io"
 	"os"
 	"path"
@@ -466,35 +467,16 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 // the IDs of its "Loaded image ID: sha256:..." lines, or the first error
 // message.
 func loadedIDs(body io.Reader) ([]string, error) {
-	dec := json.NewDecoder(io.LimitReader(body, 1<<20))
 	var ids []string
-	for {
-		var msg struct {
-			Stream      string `json:"stream"`
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		err := dec.Decode(&msg)
-		if errors.Is(err, io.EOF) {
-			return ids, nil
-		}
-		if err != nil {
-			return ids, fmt.Errorf("load response: %w", err)
-		}
-		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
-			return ids, errors.New(msg.ErrorDetail.Message)
-		}
-		if msg.Error != "" {
-			return ids, errors.New(msg.Error)
-		}
+	err := EngineMessages(body, func(msg jsonstream.Message) error {
 		for _, line := range strings.Split(msg.Stream, "\n") {
 			if id, ok := strings.CutPrefix(strings.TrimSpace(line), "Loaded image ID: "); ok && imageIDPattern.MatchString(id) && !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
-	}
+		return nil
+	})
+	return ids, err
 }
 
 // checkLoaded reads image id back and compares it to the archive.
