@@ -10,6 +10,12 @@
 #                                  already equals the pins; prints the prefix
 #   scripts/tuple.sh prefix NAME   print the prefix without building
 #
+# TUPLE_ARCH (amd64, the default, or arm64) is the architecture the binaries
+# are built for: lane D's arm64 guest runs arm64 tuples, cross-built here
+# (Go's GOARCH; runc, which needs cgo and libseccomp, with Debian's
+# gcc-aarch64-linux-gnu and libseccomp-dev:arm64). An arm64 tuple's prefix
+# is NAME-arm64 and each of its VERSIONS lines names GOARCH=arm64.
+#
 # Sources. dockerd: the moby/moby repository at the release's tag, checked
 # against the commit pinned here (there is no Go module version for a
 # Docker Engine release, and the module proxy refuses those commits), built
@@ -38,6 +44,16 @@ die() {
 }
 
 NAMES=(ref-29.1.3 ref-29.1.4 current-29.7.2)
+
+ARCH=${TUPLE_ARCH:-amd64}
+case $ARCH in
+amd64) SUFFIX='' ARCHFLAG='' ;;
+arm64) SUFFIX=-arm64 ARCHFLAG=' GOARCH=arm64' ;;
+*)
+	echo "tuple: TUPLE_ARCH must be amd64 or arm64, got '$ARCH'" >&2
+	exit 2
+	;;
+esac
 
 # pins NAME sets the tuple's pins: DOCKERD_VERSION DOCKERD_TAG DOCKERD_COMMIT
 # CONTAINERD_VERSION CONTAINERD_COMMIT RUNC_VERSION RUNC_COMMIT.
@@ -96,9 +112,9 @@ versions() {
 	g=$(gov)
 	csum=$(module_sum "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")
 	rsum=$(module_sum "github.com/opencontainers/runc@$RUNC_VERSION")
-	echo "dockerd $DOCKERD_VERSION git moby/moby tag $DOCKERD_TAG commit $DOCKERD_COMMIT $g -mod=vendor tags netgo,osusergo,static_build"
-	echo "containerd $CONTAINERD_VERSION module github.com/containerd/containerd/v2@$CONTAINERD_VERSION $csum commit $CONTAINERD_COMMIT $g CGO_ENABLED=0"
-	echo "runc $RUNC_VERSION module github.com/opencontainers/runc@$RUNC_VERSION $rsum commit $RUNC_COMMIT $g CGO_ENABLED=1 tags seccomp"
+	echo "dockerd $DOCKERD_VERSION git moby/moby tag $DOCKERD_TAG commit $DOCKERD_COMMIT $g -mod=vendor tags netgo,osusergo,static_build$ARCHFLAG"
+	echo "containerd $CONTAINERD_VERSION module github.com/containerd/containerd/v2@$CONTAINERD_VERSION $csum commit $CONTAINERD_COMMIT $g CGO_ENABLED=0$ARCHFLAG"
+	echo "runc $RUNC_VERSION module github.com/opencontainers/runc@$RUNC_VERSION $rsum commit $RUNC_COMMIT $g CGO_ENABLED=1 tags seccomp$ARCHFLAG"
 	echo "store containerd"
 }
 
@@ -121,7 +137,7 @@ build() {
 	local name=$1 prefix want tmp
 	pins "$name"
 	command -v go >/dev/null 2>&1 || die "missing: go (put /usr/local/go/bin on PATH)"
-	prefix=$ROOT/$name
+	prefix=$ROOT/$name$SUFFIX
 	mkdir -p "$ROOT" "$CACHE"
 	# One build or check of a tuple at a time: lanec.sh copies from a
 	# prefix that another build must not replace meanwhile.
@@ -134,9 +150,20 @@ build() {
 		echo "$prefix"
 		return 0
 	fi
-	if ! dpkg -s libseccomp-dev pkg-config >/dev/null 2>&1; then
+	# runc's cgo toolchain: the host's, or for arm64 Debian's cross
+	# compiler and arm64 libseccomp (its pkg-config files apart from the
+	# host's).
+	local cc=() debs=(libseccomp-dev pkg-config)
+	if [ "$ARCH" = arm64 ]; then
+		debs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64 pkg-config)
+		cc=(GOARCH=arm64 CC=aarch64-linux-gnu-gcc PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig)
+	fi
+	if ! dpkg -s "${debs[@]}" >/dev/null 2>&1; then
+		if [ "$ARCH" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+			dpkg --add-architecture arm64
+		fi
 		apt-get update -qq >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev pkg-config >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" >&2
 	fi
 	tmp=$(mktemp -d "$ROOT/.build-$name.XXXXXX")
 	# shellcheck disable=SC2064 # expand tmp now: it is local
@@ -146,17 +173,26 @@ build() {
 	mkdir -p "$tmp/prefix/bin"
 	# The release's stamps: Version without "v", GitCommit the short commit
 	# (what `docker version` of the release shows).
-	(cd "$tmp/src" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=vendor go build -trimpath \
+	(cd "$tmp/src" && GOARCH=$ARCH GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=vendor go build -trimpath \
 		-tags netgo,osusergo,static_build \
 		-ldflags "-X github.com/moby/moby/v2/dockerversion.Version=$DOCKERD_VERSION -X github.com/moby/moby/v2/dockerversion.GitCommit=${DOCKERD_COMMIT:0:7}" \
 		-o "$tmp/prefix/bin/dockerd" ./cmd/dockerd) >&2
-	GOBIN=$tmp/prefix/bin GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='' go install -trimpath \
+	# go install refuses GOBIN for a cross build, and go build takes no
+	# @version: install into a GOPATH of the build's own (the module cache
+	# stays the shared one), whose bin/ (bin/linux_arm64/ for a cross
+	# build) is then moved into the prefix.
+	local gobin=$tmp/gopath/bin mc
+	[ "$ARCH" = "$(GOTOOLCHAIN=local go env GOHOSTARCH)" ] || gobin=$gobin/linux_$ARCH
+	mc=$(GOTOOLCHAIN=local go env GOMODCACHE)
+	GOPATH=$tmp/gopath GOMODCACHE=$mc GOBIN='' GOARCH=$ARCH GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='' go install -trimpath \
 		-ldflags "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION -X github.com/containerd/containerd/v2/version.Revision=$(stamp "$CONTAINERD_COMMIT" "$CONTAINERD_VERSION")" \
 		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" >&2
-	GOBIN=$tmp/prefix/bin GOTOOLCHAIN=local CGO_ENABLED=1 GOFLAGS='' go install -trimpath -tags seccomp \
+	env "${cc[@]}" GOPATH="$tmp/gopath" GOMODCACHE="$mc" GOBIN='' GOTOOLCHAIN=local CGO_ENABLED=1 GOFLAGS='' go install -trimpath -tags seccomp \
 		-ldflags "-X main.version=${RUNC_VERSION#v} -X main.gitCommit=$(stamp "$RUNC_COMMIT" "$RUNC_VERSION")" \
 		"github.com/opencontainers/runc@$RUNC_VERSION" >&2
+	mv "$gobin/containerd" "$gobin/containerd-shim-runc-v2" "$gobin/runc" "$tmp/prefix/bin/"
+	chmod -R u+w "$tmp/gopath"
 	echo "$want" >"$tmp/prefix/VERSIONS"
 	# The old prefix is moved aside, not deleted, until the new one is in
 	# place: a failed rename leaves the last good tuple.
@@ -186,7 +222,7 @@ build)
 prefix)
 	[ $# -eq 2 ] || die "usage: $0 prefix NAME"
 	pins "$2"
-	echo "$ROOT/$2"
+	echo "$ROOT/$2$SUFFIX"
 	;;
 *)
 	echo "usage: $0 list | build NAME | prefix NAME" >&2
