@@ -17,7 +17,7 @@ KEYS    ?= /var/lib/qualbox/keys
 # only with -buildvcs=true, which fails outside a checkout (a tarball).
 QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
-.PHONY: cross fuzz release test test-lane-b test-lane-c qualify qualify-lane-b qualify-linux-x64 lanec-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate matrix
+.PHONY: cross fuzz release test test-lane-b test-lane-c test-lane-d qualify qualify-lane-b qualify-linux-x64 qualify-linux-arm64 lanec-image laned-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate matrix
 
 engine:
 	@scripts/engine.sh up
@@ -65,6 +65,24 @@ LANEC_OUT := $(or $(OUT),reports/runs/lanec-$(shell date -u +%Y%m%dT%H%M%SZ))
 test-lane-c: $(KEYS)/qualbox-ed25519.key
 	$(LANEC_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key --out $(LANEC_OUT)
 	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(LANEC_OUT)
+
+## qualify-linux-arm64: lane D (docs/lanes.md#lane-d): the same in a Debian arm64 guest under
+## qemu-system-aarch64 (TCG), everything inside it arm64 (the Engine tuple $(or $(TUPLE),ref-29.1.4),
+## qualify, the probe, the guest image), manifests/linux-arm64.yaml; LANEC_CGROUP_DRIVER=cgroupfs
+## gives the Docker Desktop VM's cgroup driver. Builds the arm64 guest on first use (about 25 min).
+LANED_ENV := LANEC_ARCH=arm64 $(LANEC_ENV)
+qualify-linux-arm64: $(KEYS)/qualbox-ed25519.key
+	$(LANED_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
+
+## test-lane-d: the same into $(LANED_OUT), then verify the signed report with $(KEYS)/qualbox-ed25519.pub.
+LANED_OUT := $(or $(OUT),reports/runs/laned-$(shell date -u +%Y%m%dT%H%M%SZ))
+test-lane-d: $(KEYS)/qualbox-ed25519.key
+	$(LANED_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key --out $(LANED_OUT)
+	$(GO) run ./cmd/qualify verify --key $(KEYS)/qualbox-ed25519.pub $(LANED_OUT)
+
+## laned-image: assemble (or find cached) lane D's arm64 guest image.
+laned-image:
+	$(LANED_ENV) scripts/lanec.sh image
 
 ## tuple: build (or find) the Engine tuple $(TUPLE) under /opt/qualbox-tuples.
 tuple:

@@ -57,6 +57,20 @@
 # power-down, so that `qualify` inside gets SIGTERM and writes its partial
 # report, then SIGTERM/SIGKILL to that PID only.
 #
+# Architecture (docs/lanes.md#lane-d), environment LANEC_ARCH: amd64 (the
+# default: lane C, qemu-system-x86_64) or arm64 (lane D: a Debian arm64
+# guest under qemu-system-aarch64 `-M virt`, the Engine tuple, qualify, the
+# probe and the driver's test binary all cross-built for arm64, default
+# manifest manifests/linux-arm64.yaml). An arm64 root is debootstrapped in
+# two stages, the second in a chroot through qemu-user (binfmt_misc with
+# the F flag, from qemu-user-static); its kernel package is unpacked
+# rather than installed (installing it would run mkinitramfs under
+# emulation for half an hour) and booted with a small initramfs assembled
+# here from the guest's busybox and the modules that mount /dev/vda. On an
+# x86-64 host an arm64 guest runs under TCG only. LANEC_CGROUP_DRIVER
+# (systemd, the default, or cgroupfs: the Docker Desktop VM's shape) is the
+# guest dockerd's cgroup driver.
+#
 # Accelerator (docs/lanes.md#accelerator): LANEC_ACCEL=auto|kvm|tcg
 # (default auto: KVM only when a probe boot of the guest's kernel under KVM
 # reaches its root mount within LANEC_KVM_PROBE_TIMEOUT seconds, default
@@ -97,6 +111,8 @@ bookworm | trixie) ;;
 esac
 B_PREFIX=/opt/qualbox-moby
 TUPLE=${LANEC_TUPLE:-lane-b}
+# Lane B's build is amd64 only: an arm64 guest runs a release tuple.
+[ "${LANEC_ARCH:-amd64}" = amd64 ] || TUPLE=${LANEC_TUPLE:-ref-29.1.4}
 if [ "$TUPLE" != lane-b ] && ! "$ROOT_DIR/scripts/tuple.sh" prefix "$TUPLE" >/dev/null; then
 	echo "lanec: LANEC_TUPLE must be lane-b or a name of scripts/tuple.sh list, got '$TUPLE'" >&2
 	exit 2
@@ -121,17 +137,45 @@ past_deadline() { [ -n "$DEADLINE" ] && (($(date +%s) >= DEADLINE)); }
 PROGRESS_SHOWN=()
 STOP_GRACE=${LANEC_STOP_GRACE:-180}
 IMAGE_BYTES=8G
+ARCH=${LANEC_ARCH:-amd64}
+case $ARCH in
+amd64) QEMU=qemu-system-x86_64 QEMU_PKG=qemu-system-x86 CONSOLE=ttyS0 QEMU_MACHINE=() ;;
+arm64)
+	QEMU=qemu-system-aarch64 QEMU_PKG=qemu-system-arm CONSOLE=ttyAMA0
+	QEMU_MACHINE=(-M virt -device virtio-rng-pci)
+	;;
+*)
+	echo "lanec: LANEC_ARCH must be amd64 or arm64, got '$ARCH'" >&2
+	exit 2
+	;;
+esac
+HOST_ARCH=$(dpkg --print-architecture 2>/dev/null || echo unknown)
+CGROUP_DRIVER=${LANEC_CGROUP_DRIVER:-systemd}
+case $CGROUP_DRIVER in
+systemd | cgroupfs) ;;
+*)
+	echo "lanec: LANEC_CGROUP_DRIVER must be systemd or cgroupfs, got '$CGROUP_DRIVER'" >&2
+	exit 2
+	;;
+esac
 
 # Guest packages (the same names in Debian 12 and 13). docker.io brings the docker CLI and its
 # dependencies (containerd, runc, tini, iptables); its dockerd is not used.
 PACKAGES=(systemd-sysv systemd udev dbus apparmor linux-image-amd64 containerd docker.io
 	iproute2 kmod procps util-linux busybox-static)
+if [ "$ARCH" = arm64 ]; then
+	# The kernel is unpacked apart (arm64_kernel), not installed.
+	kept=()
+	for p in "${PACKAGES[@]}"; do [ "$p" = linux-image-amd64 ] || kept+=("$p"); done
+	PACKAGES=("${kept[@]}")
+fi
 # Debian 13 ships the docker CLI apart from docker.io.
 if [ "$SUITE" = trixie ]; then
 	PACKAGES+=(docker-cli)
 fi
 
 KERNEL_ARGS="root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 apparmor=1 security=apparmor tsc=reliable"
+[ "$ARCH" = amd64 ] || KERNEL_ARGS="root=/dev/vda rw console=$CONSOLE systemd.unified_cgroup_hierarchy=1 apparmor=1 security=apparmor"
 
 log() { echo "lanec: $*" >&2; }
 die() {
@@ -143,10 +187,26 @@ die() {
 # packages that bring them).
 host_tools() {
 	missing=() pkgs=()
-	command -v qemu-system-x86_64 >/dev/null 2>&1 || {
-		missing+=(qemu-system-x86_64)
-		pkgs+=(qemu-system-x86)
+	command -v "$QEMU" >/dev/null 2>&1 || {
+		missing+=("$QEMU")
+		pkgs+=("$QEMU_PKG")
 	}
+	if [ "$ARCH" != "$HOST_ARCH" ]; then
+		# The foreign root's second stage and the recipe run through
+		# qemu-user; the initramfs is packed with cpio.
+		command -v qemu-aarch64-static >/dev/null 2>&1 || {
+			missing+=(qemu-aarch64-static)
+			pkgs+=(qemu-user-static)
+		}
+		command -v update-binfmts >/dev/null 2>&1 || {
+			missing+=(update-binfmts)
+			pkgs+=(binfmt-support)
+		}
+		command -v cpio >/dev/null 2>&1 || {
+			missing+=(cpio)
+			pkgs+=(cpio)
+		}
+	fi
 	command -v debootstrap >/dev/null 2>&1 || {
 		missing+=(debootstrap)
 		pkgs+=(debootstrap)
@@ -162,8 +222,15 @@ host_tools() {
 deps() {
 	local missing pkgs
 	host_tools
-	[ ${#pkgs[@]} -gt 0 ] || return 0
+	# An arm64 guest's kernel package comes from the host's arm64 lists.
+	local lists=
+	if [ "$ARCH" = arm64 ] && ! apt-cache show linux-image-arm64:arm64 >/dev/null 2>&1; then lists=1; fi
+	[ ${#pkgs[@]} -gt 0 ] || [ -n "$lists" ] || return 0
 	[ "$(id -u)" = 0 ] || die "installing ${pkgs[*]} needs root; run: sudo $0 deps"
+	if [ -n "$lists" ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+		log "adding the arm64 architecture to dpkg (for the guest's kernel package)"
+		dpkg --add-architecture arm64
+	fi
 	log "installing ${pkgs[*]}"
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
@@ -301,18 +368,38 @@ guest_recipe() {
 	chroot "$r" apt-get clean
 }
 
-# base_key digests what debootstrap produces: the suite and the package list.
+# guest_recipe_variant adapts the recipe's result to LANEC_ARCH and
+# LANEC_CGROUP_DRIVER when either is not the default (its text joins the
+# cache key only then, so lane C's images keep their keys): the console
+# getty masked on the architecture's serial port, and dockerd's cgroup
+# driver.
+guest_recipe_variant() {
+	local r=$1
+	chroot "$r" systemctl mask "serial-getty@$CONSOLE.service" >/dev/null 2>&1
+	sed -i "s/native.cgroupdriver=systemd/native.cgroupdriver=$CGROUP_DRIVER/" "$r/etc/docker/daemon.json"
+	sed -i "s/systemd cgroup driver/$CGROUP_DRIVER cgroup driver/" "$r/etc/systemd/system/docker.service"
+}
+
+# variant says whether guest_recipe_variant applies.
+variant() { [ "$ARCH" != amd64 ] || [ "$CGROUP_DRIVER" != systemd ]; }
+
+# base_key digests what debootstrap produces: the suite, the package list
+# and, for another architecture than amd64, that architecture.
 base_key() {
-	printf '%s\n' "$SUITE" "${PACKAGES[@]}" | sha256sum | cut -c1-16
+	{
+		printf '%s\n' "$SUITE" "${PACKAGES[@]}"
+		[ "$ARCH" = amd64 ] || echo "arch $ARCH"
+	} | sha256sum | cut -c1-16
 }
 
 # ensure_tuple builds (or finds) the Engine tuple and sets TUPLE_PREFIX.
 ensure_tuple() {
 	if [ "$TUPLE" = lane-b ]; then
+		[ "$ARCH" = amd64 ] || die "LANEC_TUPLE=lane-b is amd64 only; name a tuple of scripts/tuple.sh list for LANEC_ARCH=$ARCH"
 		"$ROOT_DIR/scripts/engine.sh" install-b
 		TUPLE_PREFIX=$B_PREFIX
 	else
-		TUPLE_PREFIX=$("$ROOT_DIR/scripts/tuple.sh" build "$TUPLE")
+		TUPLE_PREFIX=$(TUPLE_ARCH=$ARCH "$ROOT_DIR/scripts/tuple.sh" build "$TUPLE")
 	fi
 	log "Engine tuple $TUPLE: $(head -n 1 "$TUPLE_PREFIX/VERSIONS")"
 }
@@ -325,8 +412,57 @@ cache_key() {
 		base_key
 		printf '%s\n' "$KERNEL_ARGS" "$IMAGE_BYTES"
 		declare -f guest_recipe
+		if variant; then
+			echo "arch $ARCH cgroup driver $CGROUP_DRIVER"
+			declare -f guest_recipe_variant
+		fi
+		if [ "$ARCH" = arm64 ]; then
+			declare -f arm64_kernel
+			echo "$ARM64_KERNEL_PKG"
+		fi
 		cat "$TUPLE_PREFIX/VERSIONS"
 	} | sha256sum | cut -c1-16
+}
+
+# build_base DEST debootstraps LANEC_SUITE for LANEC_ARCH with PACKAGES
+# and writes the root as a tar to DEST (renamed into place when complete).
+# A foreign architecture's second stage runs in the chroot through
+# qemu-user.
+build_base() {
+	local dest=$1 t start
+	start=$(date +%s)
+	mkdir -p "$CACHE/debs"
+	t=$(mktemp -d "$CACHE/base.XXXXXX")
+	# shellcheck disable=SC2064 # expand t now: it is local
+	trap "umount_chroot '$t/root'; rm -rf '$t'" EXIT
+	[ -n "$MIRROR" ] || die "no Debian archive in this host's apt sources; set LANEC_MIRROR to one"
+	log "debootstrap $SUITE into $t/root (minutes)"
+	local foreign=()
+	[ "$ARCH" = "$HOST_ARCH" ] || foreign=(--arch="$ARCH" --foreign)
+	if ! debootstrap "${foreign[@]}" --variant=minbase --cache-dir="$CACHE/debs" --include="$(
+		IFS=,
+		echo "${PACKAGES[*]}"
+	)" "$SUITE" "$t/root" "$MIRROR" >"$t/debootstrap.log" 2>&1; then
+		tail -n 20 "$t/debootstrap.log" >&2
+		if grep -qiE 'Failed getting release file|Couldn.t download|Temporary failure|Could not resolve' "$t/debootstrap.log"; then
+			die "Debian packages unreachable at $MIRROR (set LANEC_MIRROR to a reachable mirror)"
+		fi
+		die "debootstrap failed; log above"
+	fi
+	if [ ${#foreign[@]} -gt 0 ]; then
+		ensure_binfmt
+		log "debootstrap second stage in the $ARCH chroot through qemu-user (about 12 min)"
+		if ! chroot "$t/root" /debootstrap/debootstrap --second-stage >"$t/debootstrap2.log" 2>&1; then
+			tail -n 20 "$t/debootstrap2.log" >&2
+			die "debootstrap's second stage failed; log above"
+		fi
+	fi
+	umount_chroot "$t/root"
+	tar --numeric-owner --xattrs --acls -C "$t/root" -cf "$t/base.tar" .
+	mv "$t/base.tar" "$dest"
+	log "debootstrap base cached as $dest after $(($(date +%s) - start)) s"
+	rm -rf "$t"
+	trap - EXIT
 }
 
 # image builds (or finds) the cached guest and sets IMAGE_DIR. Two stages,
@@ -336,55 +472,46 @@ cache_key() {
 # cache_key), so that editing the recipe does not re-run debootstrap.
 image() {
 	need_tools image
-	ensure_tuple
 	local key bkey base
-	key=$(cache_key)
 	bkey=$(base_key)
 	base=$CACHE/base-$bkey.tar
+	[ "$ARCH" != arm64 ] || ARM64_KERNEL_PKG=$(arm64_kernel_pkg)
+	# The base first: debootstrap needs no tuple, and a tuple build can
+	# run meanwhile.
+	[ -f "$base" ] || build_base "$base"
+	ensure_tuple
+	key=$(cache_key)
 	IMAGE_DIR=$CACHE/$key
 	if [ -f "$IMAGE_DIR/rootfs.img" ] && [ -f "$IMAGE_DIR/vmlinuz" ] && [ -f "$IMAGE_DIR/initrd.img" ]; then
 		log "cached guest $IMAGE_DIR"
 		return 0
 	fi
-	mkdir -p "$CACHE/debs"
 	local tmp start
 	start=$(date +%s)
 	tmp=$(mktemp -d "$CACHE/build.XXXXXX")
-	trap 'umount_chroot "$tmp/root"; rm -rf "$tmp"' EXIT
-	if [ ! -f "$base" ]; then
-		[ -n "$MIRROR" ] || die "no Debian archive in this host's apt sources; set LANEC_MIRROR to one"
-		log "debootstrap $SUITE into $tmp/root (minutes)"
-		if ! debootstrap --variant=minbase --cache-dir="$CACHE/debs" --include="$(
-			IFS=,
-			echo "${PACKAGES[*]}"
-		)" "$SUITE" "$tmp/root" "$MIRROR" >"$tmp/debootstrap.log" 2>&1; then
-			tail -n 20 "$tmp/debootstrap.log" >&2
-			if grep -qiE 'Failed getting release file|Couldn.t download|Temporary failure|Could not resolve' "$tmp/debootstrap.log"; then
-				die "Debian packages unreachable at $MIRROR (set LANEC_MIRROR to a reachable mirror)"
-			fi
-			die "debootstrap failed; log above"
-		fi
-		umount_chroot "$tmp/root"
-		tar --numeric-owner --xattrs --acls -C "$tmp/root" -cf "$tmp/base.tar" .
-		mv "$tmp/base.tar" "$base"
-		log "debootstrap base cached as $base after $(($(date +%s) - start)) s"
-	else
-		log "cached debootstrap base $base"
-		mkdir -p "$tmp/root"
-		tar --numeric-owner --xattrs --acls -C "$tmp/root" -xf "$base"
-	fi
+	# shellcheck disable=SC2064 # expand tmp now: it is local
+	trap "umount_chroot '$tmp/root'; rm -rf '$tmp'" EXIT
+	log "cached debootstrap base $base"
+	mkdir -p "$tmp/root"
+	tar --numeric-owner --xattrs --acls -C "$tmp/root" -xf "$base"
+	[ "$ARCH" = "$HOST_ARCH" ] || ensure_binfmt
 	guest_recipe "$tmp/root"
+	if variant; then guest_recipe_variant "$tmp/root"; fi
 	mkdir -p "$tmp/out"
-	# The kernel package links /vmlinuz and /initrd.img to its files in
-	# /boot; without those links, the newest of /boot.
-	local kernel initrd
-	kernel=$(readlink -f "$tmp/root/vmlinuz" 2>/dev/null || true)
-	initrd=$(readlink -f "$tmp/root/initrd.img" 2>/dev/null || true)
-	[ -f "$kernel" ] || kernel=$(find "$tmp/root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n 1)
-	[ -f "$initrd" ] || initrd=$(find "$tmp/root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tail -n 1)
-	if [ ! -f "$kernel" ] || [ ! -f "$initrd" ]; then die "no kernel or initrd in the $SUITE root"; fi
-	cp "$kernel" "$tmp/out/vmlinuz"
-	cp "$initrd" "$tmp/out/initrd.img"
+	if [ "$ARCH" = arm64 ]; then
+		arm64_kernel "$tmp/root" "$tmp/out" "$tmp/kernel"
+	else
+		# The kernel package links /vmlinuz and /initrd.img to its files in
+		# /boot; without those links, the newest of /boot.
+		local kernel initrd
+		kernel=$(readlink -f "$tmp/root/vmlinuz" 2>/dev/null || true)
+		initrd=$(readlink -f "$tmp/root/initrd.img" 2>/dev/null || true)
+		[ -f "$kernel" ] || kernel=$(find "$tmp/root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n 1)
+		[ -f "$initrd" ] || initrd=$(find "$tmp/root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tail -n 1)
+		if [ ! -f "$kernel" ] || [ ! -f "$initrd" ]; then die "no kernel or initrd in the $SUITE root"; fi
+		cp "$kernel" "$tmp/out/vmlinuz"
+		cp "$initrd" "$tmp/out/initrd.img"
+	fi
 	log "mkfs.ext4 -d onto a sparse $IMAGE_BYTES image"
 	truncate -s "$IMAGE_BYTES" "$tmp/out/rootfs.img"
 	mkfs.ext4 -q -L qualbox-lanec -d "$tmp/root" "$tmp/out/rootfs.img"
@@ -393,15 +520,107 @@ image() {
 		echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
 		echo "packages ${PACKAGES[*]}"
 		echo "tuple $TUPLE"
+		echo "arch $ARCH cgroup driver $CGROUP_DRIVER"
+		[ "$ARCH" != arm64 ] || echo "kernel package $ARM64_KERNEL_PKG (unpacked, own initramfs)"
 		cat "$TUPLE_PREFIX/VERSIONS"
 		# shellcheck disable=SC2016 # dpkg-query's own format fields, not shell expansions
-		chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 systemd apparmor containerd docker.io 2>/dev/null
+		chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' "linux-image-$ARCH" systemd apparmor containerd docker.io 2>/dev/null || true
 	} >"$tmp/out/BUILD"
 	rm -rf "$IMAGE_DIR"
 	mv "$tmp/out" "$IMAGE_DIR"
 	rm -rf "$tmp"
 	trap - EXIT
 	log "guest image $IMAGE_DIR built in $(($(date +%s) - start)) s"
+}
+
+# ensure_binfmt makes this host run $ARCH executables through qemu-user:
+# binfmt_misc mounted and qemu-user-static's handler enabled, with the F
+# flag (the interpreter is opened when registered, so a chroot needs no
+# copy of it). Fails naming what is missing.
+ensure_binfmt() {
+	local h=/proc/sys/fs/binfmt_misc/qemu-aarch64
+	mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc ||
+		die "cannot mount binfmt_misc at /proc/sys/fs/binfmt_misc (an $ARCH root needs qemu-user through it)"
+	[ -f "$h" ] || update-binfmts --enable qemu-aarch64 >&2 ||
+		die "cannot enable qemu-user-static's qemu-aarch64 binfmt handler (update-binfmts --enable qemu-aarch64)"
+	grep -qx enabled "$h" || echo 1 >"$h"
+	grep -q '^flags: .*F' "$h" || die "the qemu-aarch64 binfmt handler lacks the F flag: $(grep flags "$h")"
+}
+
+# ARM64_KERNEL_PKG names the Debian arm64 kernel package lane D boots:
+# the one linux-image-arm64 depends on in this host's arm64 package lists
+# (dpkg --add-architecture arm64; apt-get update), with its version.
+arm64_kernel_pkg() {
+	local name ver
+	name=$(apt-cache depends linux-image-arm64:arm64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^:]*\).*/\1/p' | head -n 1)
+	[ -n "$name" ] || die "no linux-image-arm64 in this host's arm64 package lists (run: dpkg --add-architecture arm64 && apt-get update)"
+	ver=$(apt-cache show "$name:arm64" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+	echo "$name $ver"
+}
+
+# arm64_kernel ROOT OUT TMP unpacks the kernel package ARM64_KERNEL_PKG into
+# ROOT (its modules, for 9p and the rest systemd loads), writes OUT/vmlinuz
+# and OUT/initrd.img: an initramfs of the root's static busybox and the
+# modules that mount /dev/vda (virtio_blk, virtio_pci, ext4, crc32c_generic
+# with their dependencies in modules.dep order), whose /init mounts it and
+# switches to it.
+arm64_kernel() {
+	local r=$1 out=$2 t=$3 name ver kver
+	read -r name ver <<<"$ARM64_KERNEL_PKG"
+	mkdir -p "$t/deb" "$t/initrd/bin" "$t/initrd/modules"
+	(cd "$t/deb" && apt-get download -q -o APT::Sandbox::User=root "$name:arm64=$ver" >&2) || die "cannot download $name:arm64=$ver"
+	# --keep-directory-symlink: the root's /lib is a symlink to usr/lib
+	# (merged /usr), which a plain extraction of ./lib/modules replaces.
+	dpkg-deb --fsys-tarfile "$t/deb"/*.deb | tar -x --keep-directory-symlink -C "$r"
+	kver=${name#linux-image-}
+	[ -d "$r/lib/modules/$kver" ] || die "$name unpacked no /lib/modules/$kver"
+	chroot "$r" /sbin/depmod -a "$kver"
+	cp "$r/boot/vmlinuz-$kver" "$out/vmlinuz"
+	cp "$r/bin/busybox" "$t/initrd/bin/busybox"
+	local -A seen=()
+	local order=()
+	# load_order PATH appends PATH's dependencies, then PATH, to order.
+	load_order() {
+		local m=$1 d deps
+		[ -z "${seen[$m]:-}" ] || return 0
+		seen[$m]=1
+		deps=$(grep -m1 "^$m:" "$r/lib/modules/$kver/modules.dep" | cut -d: -f2)
+		for d in $deps; do load_order "$d"; done
+		order+=("$m")
+	}
+	local want m
+	for want in virtio_blk virtio_pci ext4 crc32c_generic; do
+		m=$(grep -m1 -E "/$want\.ko(\.xz)?:" "$r/lib/modules/$kver/modules.dep" | cut -d: -f1)
+		[ -z "$m" ] || load_order "$m"
+	done
+	: >"$t/initrd/modules/order"
+	for m in "${order[@]}"; do
+		case $m in
+		*.xz) xz -dc "$r/lib/modules/$kver/$m" >"$t/initrd/modules/$(basename "$m" .xz)" ;;
+		*) cp "$r/lib/modules/$kver/$m" "$t/initrd/modules/" ;;
+		esac
+		basename "${m%.xz}" >>"$t/initrd/modules/order"
+	done
+	cat >"$t/initrd/init" <<-'EOF'
+		#!/bin/busybox sh
+		/bin/busybox --install -s /bin
+		mkdir -p /proc /sys /dev /root
+		mount -t proc proc /proc
+		mount -t sysfs sysfs /sys
+		mount -t devtmpfs devtmpfs /dev
+		for m in $(cat /modules/order); do insmod "/modules/$m" || echo "initramfs: insmod $m failed"; done
+		i=0
+		while [ ! -b /dev/vda ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+		if ! mount -t ext4 -o rw /dev/vda /root; then
+			echo "initramfs: cannot mount /dev/vda"
+			poweroff -f
+		fi
+		umount /proc /sys
+		mount --move /dev /root/dev
+		exec switch_root /root /sbin/init
+	EOF
+	chmod 0755 "$t/initrd/init"
+	(cd "$t/initrd" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0 | gzip -9n) >"$out/initrd.img"
 }
 
 umount_chroot() {
@@ -532,6 +751,10 @@ choose_accel() {
 	if [ "$ACCEL_MODE" = tcg ]; then
 		ACCEL=tcg ACCEL_WHY="LANEC_ACCEL=tcg"
 		echo "# no probe: LANEC_ACCEL=tcg" >"$plog"
+	elif [ "$ARCH" != "$HOST_ARCH" ]; then
+		[ "$ACCEL_MODE" != kvm ] || die "LANEC_ACCEL=kvm, but KVM cannot run an $ARCH guest on this $HOST_ARCH host"
+		ACCEL=tcg ACCEL_WHY="LANEC_ACCEL=$ACCEL_MODE; an $ARCH guest on an $HOST_ARCH host runs under TCG only"
+		echo "# no probe: $ACCEL_WHY" >"$plog"
 	elif boot_probe "$kernel" "$plog" -accel kvm -cpu host; then
 		ACCEL=kvm ACCEL_WHY="LANEC_ACCEL=$ACCEL_MODE; KVM probe passed: $PROBE_WHY"
 	elif [ "$ACCEL_MODE" = kvm ]; then
@@ -544,6 +767,11 @@ choose_accel() {
 	fi
 	if [ "$ACCEL" = kvm ]; then
 		QEMU_ACCEL=(-accel kvm -cpu host)
+	elif [ "$ARCH" = arm64 ]; then
+		# pauth-impdef: the IMPLEMENTATION DEFINED pointer-authentication
+		# algorithm, fast to emulate (the architected QARMA5 default makes
+		# arm64 code 1.1-1.6x slower under TCG; docs/lanes.md#lane-d).
+		QEMU_ACCEL=(-accel "tcg,thread=multi" -cpu "max,pauth-impdef=on")
 	else
 		QEMU_ACCEL=(-accel "tcg,thread=multi" -cpu qemu64)
 	fi
@@ -572,13 +800,14 @@ accel_command() {
 		esac
 	done
 	check_accel_mode
-	command -v qemu-system-x86_64 >/dev/null 2>&1 ||
-		die "missing: qemu-system-x86_64; install with: apt-get install -y --no-install-recommends qemu-system-x86"
+	command -v "$QEMU" >/dev/null 2>&1 ||
+		die "missing: $QEMU; install with: apt-get install -y --no-install-recommends $QEMU_PKG"
 	if [ -z "$kernel" ]; then
 		image
 		kernel=$IMAGE_DIR/vmlinuz
 	fi
 	[ -f "$kernel" ] || die "$cmd: no kernel at $kernel"
+	[ "$cmd" = accel ] || [ "$ARCH" = "$HOST_ARCH" ] || die "probe: KVM cannot run an $ARCH kernel on this $HOST_ARCH host"
 	if [ "$cmd" = accel ]; then
 		choose_accel "$kernel"
 		echo "$ACCEL"
@@ -718,8 +947,8 @@ boot_job() {
 	log "booting the guest under ${ACCEL^^} (${QEMU_ACCEL[*]}, 2 vCPUs, 4 GiB); console $WORK/console.log"
 	# -snapshot keeps the cached root pristine: the guest's writes go to a
 	# temporary file qemu deletes.
-	TMPDIR=$WORK qemu-system-x86_64 -name qualbox-lanec -nodefaults -no-user-config -display none -no-reboot \
-		"${QEMU_ACCEL[@]}" -smp 2 -m 4G \
+	TMPDIR=$WORK "$QEMU" -name qualbox-lanec -nodefaults -no-user-config -display none -no-reboot \
+		"${QEMU_MACHINE[@]}" "${QEMU_ACCEL[@]}" -smp 2 -m 4G \
 		-kernel "$IMAGE_DIR/vmlinuz" -initrd "$IMAGE_DIR/initrd.img" -append "$KERNEL_ARGS" \
 		-drive "file=$IMAGE_DIR/rootfs.img,if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$WORK/share,mount_tag=qualbox,security_model=none,id=qualbox" \
@@ -812,15 +1041,16 @@ build_static() {
 	local bin=$1
 	mkdir -p "$bin"
 	log "building static qualify, probe and driver test binaries"
-	(cd "$ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -o "$bin/qualify" ./cmd/qualify)
-	(cd "$ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -o "$bin/qualbox-probe" ./testbed/guest/probe)
+	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualify" ./cmd/qualify)
+	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualbox-probe" ./testbed/guest/probe)
 	if [ -z "${NO_CONFORMANCE:-}" ]; then
-		(cd "$ROOT_DIR" && CGO_ENABLED=0 go test -c -trimpath -o "$bin/driver.test" ./driver)
+		(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go test -c -trimpath -o "$bin/driver.test" ./driver)
 	fi
 }
 
 run() {
 	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out='' key=/var/lib/qualbox/keys/qualbox-ed25519.key
+	[ "$ARCH" = amd64 ] || manifest=$ROOT_DIR/manifests/linux-$ARCH.yaml
 	NO_CONFORMANCE=
 	local record_dir=
 	check_accel_mode
@@ -835,6 +1065,9 @@ run() {
 		esac
 	done
 	[ -f "$manifest" ] || die "run: no manifest at $manifest"
+	# The conformance suite runs under the manifest's profile.
+	CONFORMANCE_PROFILE=$(sed -n 's/^profile: *\([A-Za-z0-9.-]*\) *$/\1/p' "$manifest" | head -n 1)
+	[ -n "$CONFORMANCE_PROFILE" ] || die "run: $manifest names no profile"
 	[ -f "$key" ] || die "run: no signing key at $key (make keys, or --signing-key FILE)"
 	out=${out:-$ROOT_DIR/reports/runs/$(date -u +%Y%m%dT%H%M%SZ)}
 	[ ! -e "$out" ] || die "run: $out already exists"
@@ -895,7 +1128,7 @@ run() {
 			echo "lanec-job: driver conformance \$(date -u +%T)"
 			t=\$(date +%s)
 			crc=0
-			QUALBOX_ENGINE_SOCKET=/var/run/docker.sock QUALBOX_TEST_PROFILE=linux-x64 \\
+			QUALBOX_ENGINE_SOCKET=/var/run/docker.sock QUALBOX_TEST_PROFILE=$CONFORMANCE_PROFILE \\
 				QUALBOX_PROBE_BINARY=\$W/bin/qualbox-probe \\
 				./bin/driver.test -test.run '^TestConformance\$' -test.v -test.count=1 -test.timeout 40m \\
 				>\$S/conformance.log 2>&1 &
@@ -1016,7 +1249,7 @@ record() {
 	new_work
 	local share=$WORK/share
 	mkdir -p "$share/bin" "$share/out"
-	(cd "$ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -o "$share/bin/qualbox-probe" ./testbed/guest/probe)
+	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$share/bin/qualbox-probe" ./testbed/guest/probe)
 	install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
 	cat >"$share/job.sh" <<-EOF
 		#!/bin/bash
