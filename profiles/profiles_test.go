@@ -16,6 +16,7 @@ func TestNames(t *testing.T) {
 	assert.DeepEqual(t, Names(), []string{
 		"desktop-apple-virtualization-native-arm64",
 		"desktop-apple-virtualization-rosetta-amd64",
+		"linux-arm64",
 		"linux-x64",
 		"linux-x64-cgroupv1",
 	})
@@ -127,12 +128,12 @@ func TestCgroupV1Profile(t *testing.T) {
 }
 
 func TestUnknownProfile(t *testing.T) {
-	_, err := Load("linux-arm64")
+	_, err := Load("linux-riscv64")
 	var unknown *UnknownProfileError
 	assert.Assert(t, errors.As(err, &unknown))
 	assert.DeepEqual(t, unknown.Known, Names())
-	assert.Error(t, err, `profiles: unknown profile "linux-arm64" (known: `+
-		`desktop-apple-virtualization-native-arm64, desktop-apple-virtualization-rosetta-amd64, linux-x64, linux-x64-cgroupv1)`)
+	assert.Error(t, err, `profiles: unknown profile "linux-riscv64" (known: `+
+		`desktop-apple-virtualization-native-arm64, desktop-apple-virtualization-rosetta-amd64, linux-arm64, linux-x64, linux-x64-cgroupv1)`)
 }
 
 const good = `name: example

@@ -403,9 +403,16 @@ records the repeat count, the parallelism and each round's start order.`
 			cfg.RemoveImage = func(ctx context.Context) error { return guest.Remove(ctx, eng, img.ID) }
 		}
 	} else if m.Image == manifest.ImageBuild {
-		fmt.Fprintf(stderr, "building guest image ...\n")
+		// The image is built for the profile's image architecture (the
+		// probe and busybox must be that architecture's executables).
+		prof, err := profiles.Load(m.Profile)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify: %v\n", err)
+			return exitcode.Usage
+		}
+		fmt.Fprintf(stderr, "building guest image (linux/%s) ...\n", prof.Image.Architecture)
 		bctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
-		img, err := guest.Build(bctx, eng, guest.BuildOptions{ProbeBinary: *probe})
+		img, err := guest.Build(bctx, eng, guest.BuildOptions{ProbeBinary: *probe, Architecture: prof.Image.Architecture})
 		cancel()
 		if err != nil {
 			fmt.Fprintf(stderr, "building guest image failed\nqualify: %v\n", err)

@@ -32,6 +32,12 @@ type AdmissionParams struct {
 	// MustFail lists check names every rejection must include; default
 	// ["/info CgroupVersion", "/info CgroupDriver"].
 	MustFail []string `json:"mustFail,omitempty"`
+	// AsController admits each rejected profile as its own controller
+	// platform (driver.Backend.AdmitAs) rather than as this process's, so
+	// that the rejection is decided by the Engine's facts and not by the
+	// controller row alone. For a controller platform no other profile
+	// has (linux/arm64: every other Linux profile is linux/amd64).
+	AsController bool `json:"asController,omitempty"`
 }
 
 // Name returns "admission".
@@ -83,6 +89,9 @@ func (a Admission) Run(ctx context.Context, env *Env, params map[string]any, rec
 	rec.Request("admit", env.Profile)
 	rec.Request("reject", p.Reject)
 	rec.Request("mustFail", p.MustFail)
+	if p.AsController {
+		rec.Request("asController", true)
+	}
 
 	adm, err := admit(ctx, env, env.Profile)
 	var admErr *driver.AdmissionError
@@ -111,7 +120,15 @@ func (a Admission) Run(ctx context.Context, env *Env, params map[string]any, rec
 
 	rejections := map[string]any{}
 	for _, name := range p.Reject {
-		adm, err := admit(ctx, env, name)
+		var as *profiles.Platform
+		if p.AsController {
+			prof, err := profiles.Load(name)
+			if err != nil {
+				return err
+			}
+			as = &prof.Controller
+		}
+		adm, err := admitAs(ctx, env, name, as)
 		var admErr *driver.AdmissionError
 		if err != nil && !errors.As(err, &admErr) {
 			return fmt.Errorf("admit %s: %w", name, err)
@@ -144,11 +161,20 @@ func (a Admission) Run(ctx context.Context, env *Env, params map[string]any, rec
 
 // admit runs Backend.Admit for profile with env's image and user.
 func admit(ctx context.Context, env *Env, profile string) (*driver.Admission, error) {
+	return admitAs(ctx, env, profile, nil)
+}
+
+// admitAs is admit as the controller platform as (Backend.AdmitAs), or as
+// this process when as is nil.
+func admitAs(ctx context.Context, env *Env, profile string, as *profiles.Platform) (*driver.Admission, error) {
 	b, err := env.Backend(profile)
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
+	if as != nil {
+		return b.AdmitAs(ctx, *as)
+	}
 	return b.Admit(ctx)
 }
 

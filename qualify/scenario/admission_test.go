@@ -1,6 +1,10 @@
 package scenario
 
 import (
+	"context"
+	"errors"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,4 +76,44 @@ func TestAdmissionCrossCheck(t *testing.T) {
 	ind.Engine.APIVersion = "1.20"
 	got = failed(crossCheck(adm, ind, prof, "sha256:1111"))
 	assert.Assert(t, len(got) == 4 && strings.Contains(strings.Join(got, "|"), "independent: SecurityOptions AppArmor"), "%q", got)
+}
+
+// asController decides what refuses a profile of another controller
+// platform: without it the controller row alone (admission stops there),
+// with it the Engine's own facts. Against the real Engine at
+// $QUALBOX_ENGINE_SOCKET (default /var/run/docker.sock; lane A): an amd64
+// Engine refuses the arm64 Desktop profile for its architecture.
+func TestAdmitAsControllerReachesTheEngineFacts(t *testing.T) {
+	sock := os.Getenv("QUALBOX_ENGINE_SOCKET")
+	if sock == "" {
+		sock = "/var/run/docker.sock"
+	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Skipf("no Engine at %s: %v", sock, err)
+	}
+	// No such image: admission reads it last and refuses it too.
+	env := &Env{Endpoint: "unix://" + sock, Namespace: "qualbox-admit-as", Dir: t.TempDir(), User: driver.User{UID: 65534, GID: 65534},
+		ImageID: "sha256:" + strings.Repeat("0", 64)}
+	prof, err := profiles.Load("desktop-apple-virtualization-native-arm64")
+	assert.NilError(t, err)
+	names := func(adm *driver.Admission) []string {
+		var out []string
+		for _, c := range adm.Failed() {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	ctx := context.Background()
+	adm, err := admitAs(ctx, env, prof.Name, nil)
+	var admErr *driver.AdmissionError
+	assert.Assert(t, errors.As(err, &admErr), "%v", err)
+	assert.DeepEqual(t, names(adm), []string{"controller"})
+
+	adm, err = admitAs(ctx, env, prof.Name, &prof.Controller)
+	assert.Assert(t, errors.As(err, &admErr), "%v", err)
+	got := names(adm)
+	assert.Check(t, !slices.Contains(got, "controller"), "%v", got)
+	for _, want := range []string{"/version Arch", "/info Architecture"} {
+		assert.Check(t, slices.Contains(got, want), "%s not in %v", want, got)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/sandboxapi"
 	"github.com/qualbox/qualbox/testbed/guest"
 )
@@ -74,7 +75,14 @@ func Image(t testing.TB) string {
 		cli := Client(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: os.Getenv("QUALBOX_PROBE_BINARY")})
+		// For the test profile's image architecture (linux-arm64 in lane
+		// D's arm64 guest).
+		prof, err := profiles.Load(Profile())
+		if err != nil {
+			imageErr = err
+			return
+		}
+		img, err := guest.Build(ctx, cli, guest.BuildOptions{ProbeBinary: os.Getenv("QUALBOX_PROBE_BINARY"), Architecture: prof.Image.Architecture})
 		imageID, imageErr, built = img.ID, err, err == nil
 	})
 	if imageErr != nil {
