@@ -14,8 +14,8 @@ import (
 )
 
 // TableWidth is the width, in columns, that GateTable wraps its legend
-// and footnotes to; the table itself fits it for reports with a handful
-// of rows (the committed lanes' do).
+// and footnotes to, and the matrix too: columns that do not fit go to a
+// further table below (the Scenario column repeated).
 const TableWidth = 120
 
 // stateRow is the first body row of a gate matrix: each column's state.
@@ -117,6 +117,80 @@ func (v *gateView) header(clean func(string) string) []string {
 	return h
 }
 
+// groups splits the columns into runs whose table, the Scenario column
+// included, fits width terminal columns (each cell is padded by one space
+// on either side and closed by one border); a column too wide on its own
+// gets a table of its own.
+func (v *gateView) groups(clean func(string) string, width int) [][]int {
+	w := func(col int) int { // col -1 is the Scenario column
+		n := 0
+		if col < 0 {
+			n = utf8.RuneCountInString("Scenario")
+			for _, name := range append([]string{stateRow}, v.g.Matrix.Scenarios...) {
+				n = max(n, utf8.RuneCountInString(clean(name)))
+			}
+			return n
+		}
+		n = max(utf8.RuneCountInString(clean(v.g.Columns[col].Name)), utf8.RuneCountInString(v.states[col]))
+		for _, row := range v.cells {
+			n = max(n, utf8.RuneCountInString(row[col]))
+		}
+		return n
+	}
+	base := 1 + w(-1) + 3
+	var out [][]int
+	var cur []int
+	used := base
+	for j := range v.g.Columns {
+		cw := w(j) + 3
+		if len(cur) > 0 && used+cw > width {
+			out = append(out, cur)
+			cur, used = nil, base
+		}
+		cur = append(cur, j)
+		used += cw
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// renderGroups renders one table per group of groups, a blank line
+// between two.
+func (v *gateView) renderGroups(w io.Writer, clean func(string) string, width int, opts ...tablewriter.Option) error {
+	for i, cols := range v.groups(clean, width) {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if err := v.pick(cols).render(w, clean, opts...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pick is the view of the columns cols only.
+func (v *gateView) pick(cols []int) *gateView {
+	g := *v.g
+	g.Columns = nil
+	p := &gateView{g: &g}
+	for _, j := range cols {
+		g.Columns = append(g.Columns, v.g.Columns[j])
+		p.states = append(p.states, v.states[j])
+	}
+	for _, row := range v.cells {
+		var r []string
+		for _, j := range cols {
+			r = append(r, row[j])
+		}
+		p.cells = append(p.cells, r)
+	}
+	return p
+}
+
 func (v *gateView) render(w io.Writer, clean func(string) string, opts ...tablewriter.Option) error {
 	opts = append(opts,
 		tablewriter.WithHeaderAutoFormat(tw.Off),
@@ -155,8 +229,8 @@ func role(c GateColumn) string {
 // GateTable renders the gate for a terminal: the GATE line, a legend (each
 // column's kind, state and reports with their tuples), the matrix with
 // each column's state in its first row, and numbered footnotes for every
-// reason and violation, all within TableWidth columns for a handful of
-// rows. With ascii the output is plain ASCII (ASCII borders, no "·",
+// reason and violation, all within TableWidth columns (the matrix split
+// into several tables of columns where one would be wider). With ascii the output is plain ASCII (ASCII borders, no "·",
 // other characters escaped as \uXXXX); control characters from reports
 // are always escaped.
 func GateTable(w io.Writer, g *GateResult, ascii bool) error {
@@ -192,7 +266,7 @@ func GateTable(w io.Writer, g *GateResult, ascii bool) error {
 	if ascii {
 		opts = append(opts, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})))
 	}
-	if err := v.render(&buf, clean, opts...); err != nil {
+	if err := v.renderGroups(&buf, clean, TableWidth, opts...); err != nil {
 		return err
 	}
 	if len(v.notes.list) > 0 {
