@@ -19,8 +19,11 @@ import (
 // desktop-admission and the lost-engine-replies check that the Engine
 // handled the create whose reply was lost; version 4 has pid-exhaustion
 // read the sandbox's own refusals from pids.events.local where the kernel
-// has it (Linux 6.11 and later, whose pids.events is hierarchical).
-const CatalogueVersion = 4
+// has it (Linux 6.11 and later, whose pids.events is hierarchical);
+// version 5 has isolation check the workload's uname(2) machine against
+// the profile's image architecture (aarch64 on an arm64 row, x86_64 on an
+// emulated amd64 one) and admission's asController.
+const CatalogueVersion = 5
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.

@@ -100,3 +100,25 @@ func TestCrossCheckAppArmorSpellings(t *testing.T) {
 		assert.Equal(t, got.OK, tc.ok, "%s %q: %+v", tc.profile, tc.opts, *got)
 	}
 }
+
+// The workload's uname machine must be the profile's image architecture:
+// an arm64 row whose workload ran as x86_64 (or an emulated amd64 row whose
+// workload ran natively) fails.
+func TestIsolationUnameMachine(t *testing.T) {
+	const name = "uname machine"
+	for _, tc := range []struct {
+		profile, machine string
+		ok               bool
+	}{
+		{"linux-arm64", "aarch64", true},
+		{"linux-arm64", "x86_64", false},
+		{"linux-x64", "x86_64", true},
+		{"linux-x64", "aarch64", false},
+		{"linux-x64", "", false},
+		{"desktop-apple-virtualization-rosetta-amd64", "x86_64", true},
+		{"desktop-apple-virtualization-rosetta-amd64", "aarch64", false},
+	} {
+		c := checkNamed(t, tc.profile, facts.Facts{Machine: tc.machine}, name)
+		assert.Equal(t, c.OK, tc.ok, "%s with %q: %+v", tc.profile, tc.machine, c)
+	}
+}

@@ -43,6 +43,10 @@ type Facts struct {
 	PID1Cmdline []string `json:"pid1Cmdline"`
 	// Hostname is the UTS hostname.
 	Hostname string `json:"hostname"`
+	// Machine is uname(2)'s machine field as this process sees it, for
+	// example "x86_64" or "aarch64"; under a user-mode emulator (qemu-user
+	// through binfmt_misc) it is the emulated machine's.
+	Machine string `json:"machine"`
 	// RootWrite is the outcome of creating a file directly under "/";
 	// a read-only root reports OK false and Errno "EROFS".
 	RootWrite Outcome `json:"rootWrite"`

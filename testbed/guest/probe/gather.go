@@ -84,6 +84,12 @@ func gather() facts.Facts {
 	if f.Hostname, err = os.Hostname(); err != nil {
 		fail("hostname", err)
 	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		fail("uname", err)
+	} else {
+		f.Machine = unix.ByteSliceToString(u.Machine[:])
+	}
 
 	// O_EXCL: never touch an existing file even if the root is writable.
 	const probe = "/.qualbox-probe-write-test"
