@@ -251,7 +251,8 @@ problems are a footnote, and the gate fails; the merge goes on.
 The output (a table, or --markdown, or --json) goes to stdout and starts
 with the verdict line, e.g. "GATE: FAILED (2 passed, 1 failed, 2 pending,
 0 refused rows)"; its columns are the policy's rows in the policy's order
-(without a requirement, the tuples ordered by label, T1..Tn), each with
+(without a requirement, the tuples ordered by label, each named by its
+profile, else PROFILE@ENGINE, else its report's directory), each with
 its state (passed, failed, pending, refused) and cells, and reasons are
 numbered footnotes. The table is plain ASCII unless stdout is a UTF-8
 terminal, or always with --ascii; Markdown is always ASCII-safe. Every

@@ -110,14 +110,54 @@ func TestJudgePolicyOrderBeatsArgumentOrder(t *testing.T) {
 	g := evidence.Judge([]*evidence.Signed{a, b}, nil, reversed)
 	assert.Check(t, is.Contains(markdown(t, g), "| Scenario  | lane-b | lane-a |"), markdown(t, g))
 
-	// Without a requirement: T1 is the tuple whose label sorts first
-	// (engine 2.0.0-beta.24 before 20.10.24), in either argument order.
+	// Without a requirement: the tuple whose label sorts first (engine
+	// 2.0.0-beta.24 before 20.10.24) comes first, in either argument
+	// order, each named by profile and Engine version (they share the
+	// profile).
 	for _, reports := range [][]*evidence.Signed{{a, b}, {b, a}} {
 		g := evidence.Judge(reports, nil, nil)
-		assert.Equal(t, g.Columns[0].Name, "T1")
+		assert.DeepEqual(t, columnNames(g), []string{"linux-x64-cgroupv1@2.0.0-beta.24", "linux-x64-cgroupv1@20.10.24"})
 		assert.Equal(t, g.Columns[0].Reports[0].Dir, b.Dir)
 		assert.Equal(t, g.Columns[1].Reports[0].Dir, a.Dir)
 	}
+}
+
+// Without a requirement the reports record no row: a tuple column is
+// named by its profile when that is unique, else by profile and Engine
+// version, else by its report's directory; never by its position.
+func TestJudgeTupleColumnsNamedByTheirReports(t *testing.T) {
+	a, b := passedReport(t, harnessV2, nil), passedReport(t, harnessV2, laneB)
+	c := passedReport(t, harnessV2, asLinuxX64)
+	otherKernel := passedReport(t, harnessV2, func(r *evidence.Run) { laneB(r); r.Engine.KernelVersion = "6.12.0" })
+	g := evidence.Judge([]*evidence.Signed{c, otherKernel, b, a}, nil, nil)
+	byDir := map[string]string{}
+	for _, col := range g.Columns {
+		assert.Equal(t, col.Kind, evidence.KindTuple)
+		assert.Equal(t, len(col.Reports), 1)
+		byDir[col.Reports[0].Dir] = col.Name
+	}
+	assert.DeepEqual(t, byDir, map[string]string{
+		a.Dir:           "linux-x64-cgroupv1@20.10.24",
+		b.Dir:           strings.TrimSuffix(b.Dir, "/"),
+		otherKernel.Dir: strings.TrimSuffix(otherKernel.Dir, "/"),
+		c.Dir:           "linux-x64",
+	})
+	md := markdown(t, g)
+	assert.Check(t, is.Contains(md, "| linux-x64 "), md)
+	assert.Check(t, !strings.Contains(md, "T1"), md)
+
+	// The name of a column does not depend on the others' positions:
+	// dropping a report renames only the columns it disambiguated.
+	g = evidence.Judge([]*evidence.Signed{a, c, b}, nil, nil)
+	assert.DeepEqual(t, columnNames(g), []string{"linux-x64", "linux-x64-cgroupv1@2.0.0-beta.24", "linux-x64-cgroupv1@20.10.24"})
+}
+
+func columnNames(g *evidence.GateResult) []string {
+	var out []string
+	for _, c := range g.Columns {
+		out = append(out, c.Name)
+	}
+	return out
 }
 
 // A key holder forges a report of lane-b: it tampers with a signed file
