@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -76,6 +77,28 @@ func TestGateTableFits120Columns(t *testing.T) {
 		}
 		assert.Check(t, is.Contains(stdout.String(), "| Scenario               | lane-a"), "policy rows name the columns: %s", stdout.String())
 	}
+
+	// Without a policy the six committed tuples need more than 120
+	// columns side by side: the table comes in panels, each column named
+	// by its reports (profile, or profile@engine), never T1..Tn.
+	keys, err := filepath.Glob("reports/keys/*.pub")
+	assert.NilError(t, err)
+	args := []string{"merge", "--ascii"}
+	for _, k := range keys {
+		args = append(args, "--key", k)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append(args, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	out := stdout.String()
+	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		assert.Check(t, utf8.RuneCountInString(l) <= 120, "no policy: line %d is %d columns wide: %q", i+1, utf8.RuneCountInString(l), l)
+	}
+	assert.Check(t, strings.Count(out, "| Scenario ") > 1, out)
+	for _, name := range []string{"linux-x64@29.1.4", "linux-x64-cgroupv1@20.10.24+dfsg1", "linux-x64-cgroupv1@2.0.0-beta.24"} {
+		assert.Check(t, is.Contains(out, "| "+name+" "), out)
+	}
+	assert.Check(t, !regexp.MustCompile(`\| T\d+ +\|`).MatchString(out), out)
 }
 
 // A forger holding the policy's key tampers with a copy of a good report
