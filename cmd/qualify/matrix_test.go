@@ -60,6 +60,36 @@ func TestMatrixMarkdownIsTheGate(t *testing.T) {
 			t.Fatalf("Markdown is not ASCII at byte %d: %q", i, r)
 		}
 	}
+
+	// The policy's order, whatever the order of the arguments.
+	reversed := slices.Clone(gateDirs(t))
+	slices.Reverse(reversed)
+	var again bytes.Buffer
+	run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--markdown"}, reversed...), &again, &bytes.Buffer{})
+	assert.Check(t, again.String() == stdout.String(), "reversed arguments:\n%s", again.String())
+	assert.Check(t, is.Contains(stdout.String(), "| Scenario               | lane-a             | lane-b | lane-c |"), stdout.String())
+
+	// --json carries the gate result and every violation printed on
+	// stderr, one for one: without one lane's report, its required row
+	// has none.
+	var js, jsErr bytes.Buffer
+	jcode := run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--json"}, reversed[1:]...), &js, &jsErr)
+	assert.Equal(t, jcode, exitcode.Failed)
+	var got struct {
+		Gate       string
+		Verdict    string
+		Columns    []struct{ Name, State string }
+		Violations []struct{ Message string }
+	}
+	assert.NilError(t, json.Unmarshal(js.Bytes(), &got))
+	assert.Check(t, strings.HasPrefix(got.Gate, "GATE: FAILED (5 passed, 1 failed, 0 pending, 0 refused rows)"), got.Gate)
+	assert.Equal(t, got.Verdict, "failed")
+	assert.Equal(t, got.Columns[0].Name, "lane-a")
+	assert.Check(t, len(got.Violations) > 0)
+	assert.Equal(t, len(got.Violations), strings.Count(jsErr.String(), "\n"), jsErr.String())
+	for _, v := range got.Violations {
+		assert.Check(t, is.Contains(jsErr.String(), ": "+v.Message+"\n"))
+	}
 }
 
 // The terminal table of the committed gate fits 120 columns, in ASCII
