@@ -138,10 +138,12 @@ func TestJudgeTupleColumnsNamedByTheirReports(t *testing.T) {
 		assert.Equal(t, len(col.Reports), 1)
 		byDir[col.Reports[0].Dir] = col.Name
 	}
+	// The two directory-named columns lose the parents they share.
+	assert.Equal(t, filepath.Dir(b.Dir), filepath.Dir(otherKernel.Dir), "fixture: the reports' directories")
 	assert.DeepEqual(t, byDir, map[string]string{
 		a.Dir:           "linux-x64-cgroupv1@20.10.24",
-		b.Dir:           strings.TrimSuffix(b.Dir, "/"),
-		otherKernel.Dir: strings.TrimSuffix(otherKernel.Dir, "/"),
+		b.Dir:           filepath.Base(b.Dir),
+		otherKernel.Dir: filepath.Base(otherKernel.Dir),
 		c.Dir:           "linux-x64",
 	})
 	md := markdown(t, g)
@@ -152,6 +154,17 @@ func TestJudgeTupleColumnsNamedByTheirReports(t *testing.T) {
 	// dropping a report renames only the columns it disambiguated.
 	g = evidence.Judge([]*evidence.Signed{a, c, b}, nil, nil)
 	assert.DeepEqual(t, columnNames(g), []string{"linux-x64", "linux-x64-cgroupv1@2.0.0-beta.24", "linux-x64-cgroupv1@20.10.24"})
+}
+
+// Names taken twice (two directories that differ only by a trailing
+// slash) are told apart; a lone directory-named column keeps its path.
+func TestTupleColumnNamesDistinct(t *testing.T) {
+	x := evidence.Tuple{Profile: "linux-x64", EngineVersion: "29.1.4"}
+	y := x
+	y.Kernel = "6.12"
+	assert.DeepEqual(t, evidence.TupleColumnNames([]evidence.Tuple{x, y}, []string{"r/a/", "r/a"}), []string{"a", "a (2)"})
+	assert.DeepEqual(t, evidence.TupleColumnNames([]evidence.Tuple{x, y}, []string{"r/l1/t1/", "r/l2/t1/"}), []string{"l1/t1", "l2/t1"})
+	assert.DeepEqual(t, evidence.TupleColumnNames([]evidence.Tuple{{}}, []string{"reports/x/"}), []string{"reports/x"})
 }
 
 func columnNames(g *evidence.GateResult) []string {

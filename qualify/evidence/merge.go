@@ -94,10 +94,12 @@ func Merge(reports []*Signed) *Matrix {
 // and dirs[j] the directory of its first report. Column j is named by its
 // tuple's profile ("linux-x64") when no other column has that profile,
 // else by profile and Engine version ("linux-x64@29.1.4", the --row
-// syntax) when no other column has both, else by dirs[j] without its
-// trailing "/". The names depend on the reports only, not on how many
-// columns precede one; they are distinct unless two columns share a
-// directory.
+// syntax) when no other column has both, else by its directory less the
+// parent directories all columns named so share
+// ("20261129T103352Z" for "reports/linux-x64-cgroupv1/20261129T103352Z/"
+// beside another report of that directory; the legend names the whole
+// directory). A name already taken gets " (2)", " (3)", ... so that names
+// are distinct.
 func TupleColumnNames(tuples []Tuple, dirs []string) []string {
 	profiles := map[string]int{}
 	engines := map[string]int{}
@@ -107,6 +109,7 @@ func TupleColumnNames(tuples []Tuple, dirs []string) []string {
 		engines[withEngine(t)]++
 	}
 	names := make([]string, len(tuples))
+	var byDir []int
 	for j, t := range tuples {
 		switch {
 		case t.Profile != "" && profiles[t.Profile] == 1:
@@ -114,8 +117,35 @@ func TupleColumnNames(tuples []Tuple, dirs []string) []string {
 		case t.Profile != "" && t.EngineVersion != "" && engines[withEngine(t)] == 1:
 			names[j] = withEngine(t)
 		default:
-			names[j] = strings.TrimSuffix(dirs[j], "/")
+			byDir = append(byDir, j)
 		}
+	}
+	var parts [][]string
+	for _, j := range byDir {
+		parts = append(parts, strings.Split(strings.TrimSuffix(dirs[j], "/"), "/"))
+	}
+	// The parent directories every directory-named column shares, so many
+	// that each keeps at least its last element.
+	common := 0
+	if len(parts) > 1 {
+	prefix:
+		for ; ; common++ {
+			for _, p := range parts {
+				if common >= len(p)-1 || p[common] != parts[0][common] {
+					break prefix
+				}
+			}
+		}
+	}
+	for k, j := range byDir {
+		names[j] = strings.Join(parts[k][common:], "/")
+	}
+	taken := map[string]bool{}
+	for j, n := range names {
+		for i := 2; taken[names[j]]; i++ {
+			names[j] = fmt.Sprintf("%s (%d)", n, i)
+		}
+		taken[names[j]] = true
 	}
 	return names
 }
