@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -216,4 +217,64 @@ func TestUTF8TerminalDetection(t *testing.T) {
 		assert.Check(t, !utf8Terminal(regular), "%+v: a regular file is no terminal", tc)
 		assert.Check(t, !utf8Terminal(&bytes.Buffer{}))
 	}
+}
+
+// merge --junit over the committed reports: one suite per policy row in
+// the policy's order, named and classed by the row, so lane-a and lane-b
+// (both profile linux-x64-cgroupv1) are distinct suites; --test2json
+// gives one package per row; two output formats are a usage error.
+func TestMergeJUnitAndTestEventsPerRow(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	p, _, err := trustOf("reports/gate-policy.yaml", nil)
+	assert.NilError(t, err)
+	var rows []string
+	for _, r := range p.Requirement.Rows {
+		rows = append(rows, r.Name)
+	}
+	assert.Assert(t, len(rows) >= 2, "rows of reports/gate-policy.yaml: %v", rows)
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--junit"}, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	var doc struct {
+		Suites []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name      string `xml:"name,attr"`
+				Classname string `xml:"classname,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	assert.NilError(t, xml.Unmarshal(stdout.Bytes(), &doc))
+	var suites []string
+	for _, s := range doc.Suites {
+		suites = append(suites, s.Name)
+		assert.Check(t, len(s.Cases) > 1, "%s has no scenario", s.Name)
+		for _, c := range s.Cases {
+			assert.Check(t, is.Equal(c.Classname, s.Name))
+		}
+	}
+	var want []string
+	for _, r := range rows {
+		want = append(want, "qualbox."+r)
+	}
+	assert.DeepEqual(t, suites, want)
+
+	stdout.Reset()
+	code = run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--test2json"}, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	var packages []string
+	for _, line := range strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+		var e struct{ Action, Package, Test string }
+		assert.NilError(t, json.Unmarshal([]byte(line), &e), line)
+		if e.Action == "start" {
+			packages = append(packages, strings.TrimPrefix(e.Package, "qualbox/"))
+		}
+	}
+	assert.DeepEqual(t, packages, rows)
+
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", "reports/gate-policy.yaml", "--junit", "--json", gateDirs(t)[0]}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage)
+	assert.Check(t, is.Contains(stderr.String(), "--markdown, --json, --junit and --test2json exclude each other"))
 }
