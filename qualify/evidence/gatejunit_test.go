@@ -33,6 +33,37 @@ func gateForReporters(t *testing.T) (*evidence.GateResult, []*evidence.Signed) {
 	return evidence.Judge(reports, nil, req), reports
 }
 
+// A refused report is a suite of its own (its column): one failed case,
+// the row state, typed refused, whose text is the refusal's problem.
+func TestGateJUnitRefusedColumn(t *testing.T) {
+	a := passedReport(t, harnessV2, nil)
+	ref := evidence.Refusal{Dir: "reports/forged", Problems: []string{"summary.md: sha256 mismatch"}}
+	g := evidence.Judge([]*evidence.Signed{a}, []evidence.Refusal{ref}, twoRows(true))
+	data, err := evidence.GateJUnit(g, []*evidence.Signed{a})
+	assert.NilError(t, err)
+	var doc struct {
+		Suites []struct {
+			Name     string `xml:"name,attr"`
+			Failures int    `xml:"failures,attr"`
+			Cases    []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Type string `xml:"type,attr"`
+					Text string `xml:",chardata"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	assert.NilError(t, xml.Unmarshal(data, &doc))
+	last := doc.Suites[len(doc.Suites)-1]
+	assert.Check(t, is.Equal(last.Name, "qualbox.reports/forged"))
+	assert.Assert(t, is.Len(last.Cases, 1))
+	assert.Assert(t, last.Cases[0].Failure != nil)
+	assert.Check(t, is.Equal(last.Cases[0].Failure.Type, "refused"))
+	assert.Check(t, is.Contains(last.Cases[0].Failure.Text, "reports/forged: summary.md: sha256 mismatch"))
+	assert.Check(t, is.Equal(last.Failures, 1))
+}
+
 // The gate's JUnit names each suite and each case's classname by its row,
 // so lane-a and lane-b (both linux-x64-cgroupv1, whose reports' own
 // junit.xml suites are both qualbox.linux-x64-cgroupv1) are two suites in

@@ -193,8 +193,8 @@ func (v *gateView) panels(clean func(string) string, width int) [][]int {
 		cur = append(cur, j)
 		used += widths[j+1] + 3
 	}
-	if len(cur) > 0 {
-		out = append(out, cur)
+	if len(cur) > 0 || len(out) == 0 {
+		out = append(out, cur) // no column at all: the scenarios alone
 	}
 	return out
 }
@@ -219,9 +219,9 @@ func role(c GateColumn) string {
 // each column's state in its first row (in panels of consecutive columns,
 // each led by the scenario column, when one table would be wider than
 // TableWidth), and numbered footnotes for every reason and violation, all
-// within TableWidth columns. With ascii the output is plain ASCII (ASCII borders, no "·",
-// other characters escaped as \uXXXX); control characters from reports
-// are always escaped.
+// within TableWidth columns. With ascii the output is plain ASCII (ASCII
+// borders, no "·", other characters escaped as \uXXXX); control
+// characters from reports are always escaped.
 func GateTable(w io.Writer, g *GateResult, ascii bool) error {
 	clean := func(s string) string { return escapeText(s, ascii) }
 	label := func(t Tuple) string {
