@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -59,6 +61,36 @@ func TestMatrixMarkdownIsTheGate(t *testing.T) {
 			t.Fatalf("Markdown is not ASCII at byte %d: %q", i, r)
 		}
 	}
+
+	// The policy's order, whatever the order of the arguments.
+	reversed := slices.Clone(gateDirs(t))
+	slices.Reverse(reversed)
+	var again bytes.Buffer
+	run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--markdown"}, reversed...), &again, &bytes.Buffer{})
+	assert.Check(t, again.String() == stdout.String(), "reversed arguments:\n%s", again.String())
+	assert.Check(t, is.Contains(stdout.String(), "| Scenario               | lane-a             | lane-b | lane-c |"), stdout.String())
+
+	// --json carries the gate result and every violation printed on
+	// stderr, one for one: without one lane's report, its required row
+	// has none.
+	var js, jsErr bytes.Buffer
+	jcode := run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--json"}, reversed[1:]...), &js, &jsErr)
+	assert.Equal(t, jcode, exitcode.Failed)
+	var got struct {
+		Gate       string
+		Verdict    string
+		Columns    []struct{ Name, State string }
+		Violations []struct{ Message string }
+	}
+	assert.NilError(t, json.Unmarshal(js.Bytes(), &got))
+	assert.Check(t, strings.HasPrefix(got.Gate, "GATE: FAILED (6 passed, 1 failed, 0 pending, 0 refused rows)"), got.Gate)
+	assert.Equal(t, got.Verdict, "failed")
+	assert.Equal(t, got.Columns[0].Name, "lane-a")
+	assert.Check(t, len(got.Violations) > 0)
+	assert.Equal(t, len(got.Violations), strings.Count(jsErr.String(), "\n"), jsErr.String())
+	for _, v := range got.Violations {
+		assert.Check(t, is.Contains(jsErr.String(), ": "+v.Message+"\n"))
+	}
 }
 
 // The terminal table of the committed gate fits 120 columns, in ASCII
@@ -76,6 +108,28 @@ func TestGateTableFits120Columns(t *testing.T) {
 		}
 		assert.Check(t, is.Contains(stdout.String(), "| Scenario               | lane-a"), "policy rows name the columns: %s", stdout.String())
 	}
+
+	// Without a policy the six committed tuples need more than 120
+	// columns side by side: the table comes in panels, each column named
+	// by its reports (profile, or profile@engine), never T1..Tn.
+	keys, err := filepath.Glob("reports/keys/*.pub")
+	assert.NilError(t, err)
+	args := []string{"merge", "--ascii"}
+	for _, k := range keys {
+		args = append(args, "--key", k)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append(args, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	out := stdout.String()
+	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		assert.Check(t, utf8.RuneCountInString(l) <= 120, "no policy: line %d is %d columns wide: %q", i+1, utf8.RuneCountInString(l), l)
+	}
+	assert.Check(t, strings.Count(out, "| Scenario ") > 1, out)
+	for _, name := range []string{"linux-x64@29.1.4", "linux-x64-cgroupv1@20.10.24+dfsg1", "linux-x64-cgroupv1@2.0.0-beta.24"} {
+		assert.Check(t, is.Contains(out, "| "+name+" "), out)
+	}
+	assert.Check(t, !regexp.MustCompile(`\| T\d+ +\|`).MatchString(out), out)
 }
 
 // A forger holding the policy's key tampers with a copy of a good report
@@ -163,4 +217,67 @@ func TestUTF8TerminalDetection(t *testing.T) {
 		assert.Check(t, !utf8Terminal(regular), "%+v: a regular file is no terminal", tc)
 		assert.Check(t, !utf8Terminal(&bytes.Buffer{}))
 	}
+}
+
+// merge --junit over the committed reports: one suite per policy row in
+// the policy's order, named and classed by the row, so lane-a and lane-b
+// (both profile linux-x64-cgroupv1) are distinct suites; --test2json
+// gives one package per row; two output formats are a usage error.
+func TestMergeJUnitAndTestEventsPerRow(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	p, _, err := trustOf("reports/gate-policy.yaml", nil)
+	assert.NilError(t, err)
+	var rows []string
+	for _, r := range p.Requirement.Rows {
+		rows = append(rows, r.Name)
+	}
+	assert.Assert(t, len(rows) >= 2, "rows of reports/gate-policy.yaml: %v", rows)
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--junit"}, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	var doc struct {
+		Suites []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name      string    `xml:"name,attr"`
+				Classname string    `xml:"classname,attr"`
+				Skipped   *struct{} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	assert.NilError(t, xml.Unmarshal(stdout.Bytes(), &doc))
+	var suites []string
+	for _, s := range doc.Suites {
+		suites = append(suites, s.Name)
+		// A pending row (no report yet) has its skipped row state only.
+		pending := len(s.Cases) == 1 && s.Cases[0].Skipped != nil
+		assert.Check(t, len(s.Cases) > 1 || pending, "%s has no scenario", s.Name)
+		for _, c := range s.Cases {
+			assert.Check(t, is.Equal(c.Classname, s.Name))
+		}
+	}
+	var want []string
+	for _, r := range rows {
+		want = append(want, "qualbox."+r)
+	}
+	assert.DeepEqual(t, suites, want)
+
+	stdout.Reset()
+	code = run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--test2json"}, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	var packages []string
+	for _, line := range strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+		var e struct{ Action, Package, Test string }
+		assert.NilError(t, json.Unmarshal([]byte(line), &e), line)
+		if e.Action == "start" {
+			packages = append(packages, strings.TrimPrefix(e.Package, "qualbox/"))
+		}
+	}
+	assert.DeepEqual(t, packages, rows)
+
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--policy", "reports/gate-policy.yaml", "--junit", "--json", gateDirs(t)[0]}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage)
+	assert.Check(t, is.Contains(stderr.String(), "--markdown, --json, --junit and --test2json exclude each other"))
 }

@@ -237,7 +237,7 @@ stdout.`
 }
 
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json] [--ascii] DIR...",
+	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] DIR...",
 		"Verify several signed reports, print the gate's verdict and one matrix of scenarios by row, and gate a release on them.")
 	c.Details = `With --policy FILE each DIR is admitted by one of the policy's trust
 entries when its key's signature verifies the report, every policy row
@@ -251,10 +251,15 @@ problems are a footnote, and the gate fails; the merge goes on.
 The output (a table, or --markdown, or --json) goes to stdout and starts
 with the verdict line, e.g. "GATE: FAILED (2 passed, 1 failed, 2 pending,
 0 refused rows)"; its columns are the policy's rows in the policy's order
-(without a requirement, the tuples ordered by label, T1..Tn), each with
+(without a requirement, the tuples ordered by label, each named by its
+profile, else PROFILE@ENGINE, else its report's directory), each with
 its state (passed, failed, pending, refused) and cells, and reasons are
 numbered footnotes. The table is plain ASCII unless stdout is a UTF-8
-terminal, or always with --ascii; Markdown is always ASCII-safe. Every
+terminal, or always with --ascii; Markdown is always ASCII-safe.
+--junit and --test2json are for test reporters: JUnit XML with one
+testsuite per row named (and classed) qualbox.ROW, its first case the
+row's state, or the JSON events of go test (test2json) with one package
+qualbox/ROW per row; neither starts with the verdict line. Every
 violation goes to stderr, one line each, and the exit status is 1 unless
 the gate passed (docs/qualification.md#gate):
 - always: a refused report, a report whose signed run verdict is not
@@ -284,13 +289,17 @@ and sha256).`
 	markdown := fs.Bool("markdown", false, "print the gate and matrix as Markdown (what make gate prints)")
 	asJSON := fs.Bool("json", false, "print the gate (verdict, counts, row states, violations, matrix) as JSON")
 	ascii := fs.Bool("ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
+	junit := fs.Bool("junit", false, "print the gate as JUnit XML for a test reporter: one testsuite per row, named and classed qualbox.ROW")
+	testJSON := fs.Bool("test2json", false, "print the gate as the JSON events of go test (test2json), one package qualbox/ROW per row")
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
 	cliRequirement := len(require) > 0 || len(rows) > 0 || len(manifests) > 0
 	switch {
-	case fs.NArg() == 0 || (*markdown && *asJSON):
-		return c.UsageError(stderr, "at least one report DIR is required; --markdown and --json exclude each other")
+	case fs.NArg() == 0:
+		return c.UsageError(stderr, "at least one report DIR is required")
+	case countTrue(*markdown, *asJSON, *junit, *testJSON) > 1:
+		return c.UsageError(stderr, "--markdown, --json, --junit and --test2json exclude each other")
 	case *policyPath == "" && len(keyPaths) == 0:
 		return c.UsageError(stderr, "--key FILE or --policy FILE is required")
 	case *policyPath != "" && cliRequirement:
@@ -345,6 +354,10 @@ and sha256).`
 		out, err = evidence.GateJSON(g)
 	case *markdown:
 		out, err = evidence.GateMarkdown(g)
+	case *junit:
+		out, err = evidence.GateJUnit(g, reports)
+	case *testJSON:
+		out, err = evidence.GateTestEvents(g, reports)
 	default:
 		var buf bytes.Buffer
 		err = evidence.GateTable(&buf, g, *ascii || !utf8Terminal(stdout))
@@ -366,6 +379,17 @@ and sha256).`
 		return exitcode.Failed
 	}
 	return exitcode.OK
+}
+
+// countTrue counts the true values of bs.
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // utf8Terminal reports whether w is a terminal (a character device) whose

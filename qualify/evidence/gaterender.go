@@ -9,13 +9,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 )
 
-// TableWidth is the width, in columns, that GateTable wraps its legend
-// and footnotes to, and the matrix too: columns that do not fit go to a
-// further table below (the Scenario column repeated).
+// TableWidth is the width, in terminal columns, that GateTable keeps
+// every line within: it wraps the legend and footnotes to it and splits a
+// matrix too wide for it into panels of columns (a single column wider
+// than it, which no report of a handful of words makes, stays whole).
 const TableWidth = 120
 
 // stateRow is the first body row of a gate matrix: each column's state.
@@ -117,98 +119,84 @@ func (v *gateView) header(clean func(string) string) []string {
 	return h
 }
 
-// groups splits the columns into runs whose table, the Scenario column
-// included, fits width terminal columns (each cell is padded by one space
-// on either side and closed by one border); a column too wide on its own
-// gets a table of its own.
-func (v *gateView) groups(clean func(string) string, width int) [][]int {
-	w := func(col int) int { // col -1 is the Scenario column
-		n := 0
-		if col < 0 {
-			n = utf8.RuneCountInString("Scenario")
-			for _, name := range append([]string{stateRow}, v.g.Matrix.Scenarios...) {
-				n = max(n, utf8.RuneCountInString(clean(name)))
-			}
-			return n
-		}
-		n = max(utf8.RuneCountInString(clean(v.g.Columns[col].Name)), utf8.RuneCountInString(v.states[col]))
-		for _, row := range v.cells {
-			n = max(n, utf8.RuneCountInString(row[col]))
-		}
-		return n
-	}
-	base := 1 + w(-1) + 3
-	var out [][]int
-	var cur []int
-	used := base
-	for j := range v.g.Columns {
-		cw := w(j) + 3
-		if len(cur) > 0 && used+cw > width {
-			out = append(out, cur)
-			cur, used = nil, base
-		}
-		cur = append(cur, j)
-		used += cw
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
-// renderGroups renders one table per group of groups, a blank line
-// between two.
-func (v *gateView) renderGroups(w io.Writer, clean func(string) string, width int, opts ...tablewriter.Option) error {
-	for i, cols := range v.groups(clean, width) {
-		if i > 0 {
-			if _, err := io.WriteString(w, "\n"); err != nil {
-				return err
-			}
-		}
-		if err := v.pick(cols).render(w, clean, opts...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// pick is the view of the columns cols only.
-func (v *gateView) pick(cols []int) *gateView {
-	g := *v.g
-	g.Columns = nil
-	p := &gateView{g: &g}
-	for _, j := range cols {
-		g.Columns = append(g.Columns, v.g.Columns[j])
-		p.states = append(p.states, v.states[j])
-	}
-	for _, row := range v.cells {
-		var r []string
-		for _, j := range cols {
-			r = append(r, row[j])
-		}
-		p.cells = append(p.cells, r)
-	}
-	return p
-}
-
-func (v *gateView) render(w io.Writer, clean func(string) string, opts ...tablewriter.Option) error {
+// render writes the matrix of the columns cols (indices into
+// g.Columns, in order) as one table, the scenario column first.
+func (v *gateView) render(w io.Writer, clean func(string) string, cols []int, opts ...tablewriter.Option) error {
 	opts = append(opts,
 		tablewriter.WithHeaderAutoFormat(tw.Off),
 		tablewriter.WithRowAutoWrap(tw.WrapNone),
 		tablewriter.WithHeaderAlignment(tw.AlignLeft),
 		tablewriter.WithRowAlignment(tw.AlignLeft),
 	)
+	pick := func(first string, all []string) []string {
+		row := []string{first}
+		for _, j := range cols {
+			row = append(row, all[j])
+		}
+		return row
+	}
 	t := tablewriter.NewTable(w, opts...)
-	t.Header(v.header(clean))
-	if err := t.Append(append([]string{stateRow}, v.states...)); err != nil {
+	h := v.header(clean)
+	t.Header(pick(h[0], h[1:]))
+	if err := t.Append(pick(stateRow, v.states)); err != nil {
 		return err
 	}
 	for i, name := range v.g.Matrix.Scenarios {
-		if err := t.Append(append([]string{clean(name)}, v.cells[i]...)); err != nil {
+		if err := t.Append(pick(clean(name), v.cells[i])); err != nil {
 			return err
 		}
 	}
 	return t.Render()
+}
+
+// allColumns is every column index of the view, in order.
+func (v *gateView) allColumns() []int {
+	out := make([]int, len(v.g.Columns))
+	for j := range out {
+		out[j] = j
+	}
+	return out
+}
+
+// panels splits the columns into runs of consecutive columns whose table
+// (the scenario column repeated in each) is at most width columns wide,
+// as tablewriter draws it: a border, then each column's widest text plus
+// one space either side and a border. A column too wide for any panel
+// gets one of its own.
+func (v *gateView) panels(clean func(string) string, width int) [][]int {
+	h := v.header(clean)
+	widths := make([]int, len(h))
+	for k, s := range h {
+		widths[k] = twwidth.Width(s)
+	}
+	grow := func(k int, s string) {
+		widths[k] = max(widths[k], twwidth.Width(s))
+	}
+	grow(0, stateRow)
+	for j, s := range v.states {
+		grow(j+1, s)
+	}
+	for i, name := range v.g.Matrix.Scenarios {
+		grow(0, clean(name))
+		for j, s := range v.cells[i] {
+			grow(j+1, s)
+		}
+	}
+	var out [][]int
+	var cur []int
+	used := 1 + widths[0] + 3
+	for j := range v.g.Columns {
+		if len(cur) > 0 && used+widths[j+1]+3 > width {
+			out = append(out, cur)
+			cur, used = nil, 1+widths[0]+3
+		}
+		cur = append(cur, j)
+		used += widths[j+1] + 3
+	}
+	if len(cur) > 0 || len(out) == 0 {
+		out = append(out, cur) // no column at all: the scenarios alone
+	}
+	return out
 }
 
 // role is how a column's legend line names its kind.
@@ -228,11 +216,12 @@ func role(c GateColumn) string {
 
 // GateTable renders the gate for a terminal: the GATE line, a legend (each
 // column's kind, state and reports with their tuples), the matrix with
-// each column's state in its first row, and numbered footnotes for every
-// reason and violation, all within TableWidth columns (the matrix split
-// into several tables of columns where one would be wider). With ascii the output is plain ASCII (ASCII borders, no "·",
-// other characters escaped as \uXXXX); control characters from reports
-// are always escaped.
+// each column's state in its first row (in panels of consecutive columns,
+// each led by the scenario column, when one table would be wider than
+// TableWidth), and numbered footnotes for every reason and violation, all
+// within TableWidth columns. With ascii the output is plain ASCII (ASCII
+// borders, no "·", other characters escaped as \uXXXX); control
+// characters from reports are always escaped.
 func GateTable(w io.Writer, g *GateResult, ascii bool) error {
 	clean := func(s string) string { return escapeText(s, ascii) }
 	label := func(t Tuple) string {
@@ -266,8 +255,16 @@ func GateTable(w io.Writer, g *GateResult, ascii bool) error {
 	if ascii {
 		opts = append(opts, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})))
 	}
-	if err := v.renderGroups(&buf, clean, TableWidth, opts...); err != nil {
-		return err
+	// Too many columns for one table within TableWidth: consecutive
+	// panels of columns, each with the scenario column, as wide data
+	// frames are printed.
+	for k, cols := range v.panels(clean, TableWidth) {
+		if k > 0 {
+			buf.WriteString("\n")
+		}
+		if err := v.render(&buf, clean, cols, opts...); err != nil {
+			return err
+		}
 	}
 	if len(v.notes.list) > 0 {
 		buf.WriteString("\n")
@@ -311,7 +308,7 @@ func GateMarkdown(g *GateResult) ([]byte, error) {
 	}
 	buf.WriteString("\n")
 	cell := func(s string) string { return strings.ReplaceAll(mdText(s), "|", `\|`) }
-	if err := v.render(&buf, cell, tablewriter.WithRenderer(renderer.NewMarkdown())); err != nil {
+	if err := v.render(&buf, cell, v.allColumns(), tablewriter.WithRenderer(renderer.NewMarkdown())); err != nil {
 		return nil, err
 	}
 	if len(v.notes.list) > 0 {

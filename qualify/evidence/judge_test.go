@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -110,14 +112,67 @@ func TestJudgePolicyOrderBeatsArgumentOrder(t *testing.T) {
 	g := evidence.Judge([]*evidence.Signed{a, b}, nil, reversed)
 	assert.Check(t, is.Contains(markdown(t, g), "| Scenario  | lane-b | lane-a |"), markdown(t, g))
 
-	// Without a requirement: T1 is the tuple whose label sorts first
-	// (engine 2.0.0-beta.24 before 20.10.24), in either argument order.
+	// Without a requirement: the tuple whose label sorts first (engine
+	// 2.0.0-beta.24 before 20.10.24) comes first, in either argument
+	// order, each named by profile and Engine version (they share the
+	// profile).
 	for _, reports := range [][]*evidence.Signed{{a, b}, {b, a}} {
 		g := evidence.Judge(reports, nil, nil)
-		assert.Equal(t, g.Columns[0].Name, "T1")
+		assert.DeepEqual(t, columnNames(g), []string{"linux-x64-cgroupv1@2.0.0-beta.24", "linux-x64-cgroupv1@20.10.24"})
 		assert.Equal(t, g.Columns[0].Reports[0].Dir, b.Dir)
 		assert.Equal(t, g.Columns[1].Reports[0].Dir, a.Dir)
 	}
+}
+
+// Without a requirement the reports record no row: a tuple column is
+// named by its profile when that is unique, else by profile and Engine
+// version, else by its report's directory; never by its position.
+func TestJudgeTupleColumnsNamedByTheirReports(t *testing.T) {
+	a, b := passedReport(t, harnessV2, nil), passedReport(t, harnessV2, laneB)
+	c := passedReport(t, harnessV2, asLinuxX64)
+	otherKernel := passedReport(t, harnessV2, func(r *evidence.Run) { laneB(r); r.Engine.KernelVersion = "6.12.0" })
+	g := evidence.Judge([]*evidence.Signed{c, otherKernel, b, a}, nil, nil)
+	byDir := map[string]string{}
+	for _, col := range g.Columns {
+		assert.Equal(t, col.Kind, evidence.KindTuple)
+		assert.Equal(t, len(col.Reports), 1)
+		byDir[col.Reports[0].Dir] = col.Name
+	}
+	// The two directory-named columns lose the parents they share.
+	assert.Equal(t, filepath.Dir(b.Dir), filepath.Dir(otherKernel.Dir), "fixture: the reports' directories")
+	assert.DeepEqual(t, byDir, map[string]string{
+		a.Dir:           "linux-x64-cgroupv1@20.10.24",
+		b.Dir:           filepath.Base(b.Dir),
+		otherKernel.Dir: filepath.Base(otherKernel.Dir),
+		c.Dir:           "linux-x64",
+	})
+	md := markdown(t, g)
+	assert.Check(t, is.Contains(md, "| linux-x64 "), md)
+	assert.Check(t, !regexp.MustCompile(`\| T\d+ +\|`).MatchString(md), md)
+
+	// The name of a column does not depend on the others' positions:
+	// dropping a report renames only the columns it disambiguated.
+	g = evidence.Judge([]*evidence.Signed{a, c, b}, nil, nil)
+	assert.DeepEqual(t, columnNames(g), []string{"linux-x64", "linux-x64-cgroupv1@2.0.0-beta.24", "linux-x64-cgroupv1@20.10.24"})
+}
+
+// Names taken twice (two directories that differ only by a trailing
+// slash) are told apart; a lone directory-named column keeps its path.
+func TestTupleColumnNamesDistinct(t *testing.T) {
+	x := evidence.Tuple{Profile: "linux-x64", EngineVersion: "29.1.4"}
+	y := x
+	y.Kernel = "6.12"
+	assert.DeepEqual(t, evidence.TupleColumnNames([]evidence.Tuple{x, y}, []string{"r/a/", "r/a"}), []string{"a", "a (2)"})
+	assert.DeepEqual(t, evidence.TupleColumnNames([]evidence.Tuple{x, y}, []string{"r/l1/t1/", "r/l2/t1/"}), []string{"l1/t1", "l2/t1"})
+	assert.DeepEqual(t, evidence.TupleColumnNames([]evidence.Tuple{{}}, []string{"reports/x/"}), []string{"reports/x"})
+}
+
+func columnNames(g *evidence.GateResult) []string {
+	var out []string
+	for _, c := range g.Columns {
+		out = append(out, c.Name)
+	}
+	return out
 }
 
 // A key holder forges a report of lane-b: it tampers with a signed file
@@ -254,4 +309,77 @@ func TestJudgeReportColumnNamedLikeARow(t *testing.T) {
 		"lane-b (report 2)": evidence.StateFailed})
 	assert.Check(t, is.Contains(g.Columns[2].Violations[0], "report lane-b (linux-x64 · engine 2.0.0-beta.24"))
 	assert.Check(t, is.Contains(g.Columns[2].Violations[0], "matches no required row"))
+}
+
+// A policy with more rows than one table fits in TableWidth columns (a
+// dozen long row names, all pending or failed): the terminal table is
+// split into panels of consecutive columns, each led by the scenario
+// column and the row states, in the policy's order; no line of either
+// rendering is wider than TableWidth, and every row is shown once.
+func TestGateTablePanelsFitTableWidth(t *testing.T) {
+	a := passedReport(t, harnessV2, nil)
+	req := twoRows(false)
+	var want []string
+	for _, r := range req.Rows {
+		want = append(want, r.Name)
+	}
+	for i := range 12 {
+		name := fmt.Sprintf("desktop-native-arm64-macos-%02d", i)
+		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: "desktop-apple-virtualization-native-arm64",
+			Manifests: []string{"cc"}, Scenarios: []string{"admission"}, Informational: i%2 == 0})
+		want = append(want, name)
+	}
+	g := evidence.Judge([]*evidence.Signed{a}, nil, req)
+	for _, ascii := range []bool{true, false} {
+		var buf bytes.Buffer
+		assert.NilError(t, evidence.GateTable(&buf, g, ascii))
+		out := buf.String()
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		var headers []string
+		var tops []string // each panel's top border
+		panels, stateRows, admissionRows := 0, 0, 0
+		for i, l := range lines {
+			assert.Check(t, twidth(l) <= evidence.TableWidth, "ascii %v: line %d is %d columns wide: %q", ascii, i+1, twidth(l), l)
+			f := cells(l)
+			switch {
+			case len(f) == 0:
+			case f[0] == "Scenario":
+				tops = append(tops, lines[i-1])
+				panels++
+				headers = append(headers, f[1:]...)
+			case f[0] == "row state":
+				stateRows++
+			case f[0] == "admission":
+				admissionRows++
+			}
+		}
+		assert.Check(t, panels > 1, "ascii %v: one table of %d columns:\n%s", ascii, len(g.Columns), out)
+		assert.DeepEqual(t, headers, want)
+		assert.Check(t, is.Equal(stateRows, panels), out)
+		assert.Check(t, is.Equal(admissionRows, panels), out)
+		// Panels are as wide as they can be: the next panel's first
+		// column would not have fitted in the one before.
+		for k := 0; k+1 < len(tops); k++ {
+			next := strings.FieldsFunc(tops[k+1], func(r rune) bool { return r != '-' && r != '─' })
+			assert.Check(t, twidth(tops[k])+len([]rune(next[1]))+1 > evidence.TableWidth, "panel %d has room for the next column:\n%s", k+1, out)
+		}
+	}
+}
+
+// twidth is the display width of a line of the table (ASCII and box
+// drawing, one column a rune).
+func twidth(l string) int { return len([]rune(l)) }
+
+// cells are the trimmed cells of a table line, nil for a border line.
+func cells(l string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(l, func(r rune) bool { return r == '|' || r == '│' }) {
+		if s := strings.TrimSpace(f); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 || strings.Trim(l, "+-┌┐└┘├┤┬┴┼─│| ") == "" {
+		return nil
+	}
+	return out
 }

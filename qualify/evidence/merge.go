@@ -61,8 +61,8 @@ func (c Cell) String() string {
 }
 
 // Merge builds the matrix of reports (already verified): one column per
-// distinct tuple, named T1..Tn in the order first seen (Judge orders and
-// names columns for the gate).
+// distinct tuple in the order first seen, named by TupleColumnNames
+// (Judge orders and names columns for the gate).
 func Merge(reports []*Signed) *Matrix {
 	var cols []MatrixColumn
 	var members [][]*Signed
@@ -73,12 +73,81 @@ func Merge(reports []*Signed) *Matrix {
 		if !ok {
 			j = len(cols)
 			col[string(k)] = j
-			cols = append(cols, MatrixColumn{Key: fmt.Sprintf("T%d", j+1), Tuple: rep.Predicate.Tuple})
+			cols = append(cols, MatrixColumn{Tuple: rep.Predicate.Tuple})
 			members = append(members, nil)
 		}
 		members[j] = append(members[j], rep)
 	}
+	tuples := make([]Tuple, len(cols))
+	dirs := make([]string, len(cols))
+	for j := range cols {
+		tuples[j], dirs[j] = cols[j].Tuple, members[j][0].Dir
+	}
+	for j, name := range TupleColumnNames(tuples, dirs) {
+		cols[j].Key = name
+	}
 	return mergeColumns(cols, members)
+}
+
+// TupleColumnNames names the tuple columns of a merge without a
+// requirement, whose reports record no row: tuples[j] is column j's tuple
+// and dirs[j] the directory of its first report. Column j is named by its
+// tuple's profile ("linux-x64") when no other column has that profile,
+// else by profile and Engine version ("linux-x64@29.1.4", the --row
+// syntax) when no other column has both, else by its directory less the
+// parent directories all columns named so share
+// ("20261129T103352Z" for "reports/linux-x64-cgroupv1/20261129T103352Z/"
+// beside another report of that directory; the legend names the whole
+// directory). A name already taken gets " (2)", " (3)", ... so that names
+// are distinct.
+func TupleColumnNames(tuples []Tuple, dirs []string) []string {
+	profiles := map[string]int{}
+	engines := map[string]int{}
+	withEngine := func(t Tuple) string { return t.Profile + "@" + t.EngineVersion }
+	for _, t := range tuples {
+		profiles[t.Profile]++
+		engines[withEngine(t)]++
+	}
+	names := make([]string, len(tuples))
+	var byDir []int
+	for j, t := range tuples {
+		switch {
+		case t.Profile != "" && profiles[t.Profile] == 1:
+			names[j] = t.Profile
+		case t.Profile != "" && t.EngineVersion != "" && engines[withEngine(t)] == 1:
+			names[j] = withEngine(t)
+		default:
+			byDir = append(byDir, j)
+		}
+	}
+	var parts [][]string
+	for _, j := range byDir {
+		parts = append(parts, strings.Split(strings.TrimSuffix(dirs[j], "/"), "/"))
+	}
+	// The parent directories every directory-named column shares, so many
+	// that each keeps at least its last element.
+	common := 0
+	if len(parts) > 1 {
+	prefix:
+		for ; ; common++ {
+			for _, p := range parts {
+				if common >= len(p)-1 || p[common] != parts[0][common] {
+					break prefix
+				}
+			}
+		}
+	}
+	for k, j := range byDir {
+		names[j] = strings.Join(parts[k][common:], "/")
+	}
+	taken := map[string]bool{}
+	for j, n := range names {
+		for i := 2; taken[names[j]]; i++ {
+			names[j] = fmt.Sprintf("%s (%d)", n, i)
+		}
+		taken[names[j]] = true
+	}
+	return names
 }
 
 // mergeColumns fills cols (keys and tuples set) with the reports

@@ -33,7 +33,7 @@ const (
 	// KindRow is a row of the requirement, named by the row.
 	KindRow = "row"
 	// KindTuple is a tuple column of a merge without a requirement,
-	// named T1..Tn in the order of the tuples' labels.
+	// in the order of the tuples' labels and named by TupleColumnNames.
 	KindTuple = "tuple"
 	// KindReport is the column of one report, named by its directory: a
 	// refused report whose claimed tuple matches no row (or any refused
@@ -154,7 +154,7 @@ func (g *GateResult) Line() string {
 // matches no row, named by its directory; a refused report goes to the
 // rows its claimed tuple matches, else to a column of its own. Without a
 // requirement the columns are the distinct tuples ordered by label, named
-// T1..Tn, then one column per refused report. Reports and refusals are
+// by TupleColumnNames, then one column per refused report. Reports and refusals are
 // taken in directory order, so argument order changes nothing.
 //
 // The gate passes when there is no refusal and no violation (Gate) other
@@ -245,8 +245,14 @@ func Judge(reports []*Signed, refused []Refusal, req *Requirement) *GateResult {
 			}
 			return strings.Compare(a.key, b.key)
 		})
+		tuples := make([]Tuple, len(groups))
+		dirs := make([]string, len(groups))
 		for i, gr := range groups {
-			j := addColumn(GateColumn{Name: fmt.Sprintf("T%d", i+1), Kind: KindTuple}, gr.tuple)
+			tuples[i], dirs[i] = gr.tuple, gr.reports[0].Dir
+		}
+		names := TupleColumnNames(tuples, dirs)
+		for i, gr := range groups {
+			j := addColumn(GateColumn{Name: names[i], Kind: KindTuple}, gr.tuple)
 			members[j] = gr.reports
 		}
 		for _, ref := range refused {

@@ -307,10 +307,10 @@ func TestMergeMatrixGolden(t *testing.T) {
 	// Without a requirement the gate still fails on every failed run
 	// verdict and every failed scenario.
 	failures := []string{
-		"T1: report reports/a: run verdict failed",
-		"T2: report reports/c: run verdict failed",
-		"T1: isolation: failed 1/2",
-		"T2: isolation: failed",
+		"linux-x64-cgroupv1@20.10.24: report reports/a: run verdict failed",
+		"linux-x64-cgroupv1@2.0.0-beta.24: report reports/c: run verdict failed",
+		"linux-x64-cgroupv1@20.10.24: isolation: failed 1/2",
+		"linux-x64-cgroupv1@2.0.0-beta.24: isolation: failed",
 	}
 	assert.DeepEqual(t, evidence.Gate(m, reports, nil), failures)
 }
