@@ -233,7 +233,7 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 		edit func(h *evidence.Harness)
 		want string
 	}{
-		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6, v3 sha256 bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79, v4 sha256 0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171)"},
+		{"catalogue v99", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 99 }, "catalogue version 99 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6, v3 sha256 bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79, v4 sha256 0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171, v5 sha256 4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e)"},
 		{"listed version, unknown digest", func(h *evidence.Harness) { clean(h); h.CatalogueSHA256 = strings.Repeat("0", 64) }, "catalogue sha256 " + strings.Repeat("0", 64) + " is not an accepted digest of catalogue version 3"},
 		{"foreign module", func(h *evidence.Harness) { clean(h); h.Module = "example.com/qualbox" }, `module "example.com/qualbox" is not the required "github.com/qualbox/qualbox"`},
 		{"dirty build", func(h *evidence.Harness) { clean(h); h.VCSModified = true }, "the build of VCS revision 0123456789abcdef0123456789abcdef01234567 has local modifications, and a clean VCS revision is required"},
@@ -258,6 +258,7 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 		"qualify merge: not passed: row ref-29.1.3 (profile linux-x64, engine 29.1.3, engine commit fbf3ed2, containerd 301b2dac98f15c27117da5c8af12118a041a31d9, runc d6d73eb8c60246978da649ffe75ce5c8bca8f856, storage overlayfs, os Debian GNU/Linux): no report with a pinned manifest",
 		"qualify merge: not passed: row ref-29.1.4 (profile linux-x64, engine 29.1.4, engine commit 08440b6, containerd 301b2dac98f15c27117da5c8af12118a041a31d9, runc d6d73eb8c60246978da649ffe75ce5c8bca8f856, storage overlayfs, os Debian GNU/Linux): no report with a pinned manifest",
 		"qualify merge: not passed: row current-29.7.2 (profile linux-x64, engine 29.7.2, engine commit 6a43e3d, containerd module-v2.4.2, runc module-v1.5.3, storage overlayfs, os Debian GNU/Linux): no report with a pinned manifest",
+		"qualify merge: not passed: row lane-d (profile linux-arm64, engine 29.1.4, engine commit 08440b6, containerd 301b2dac98f15c27117da5c8af12118a041a31d9, runc d6d73eb8c60246978da649ffe75ce5c8bca8f856, storage overlayfs, controller os linux, controller arch arm64, os Debian GNU/Linux): no report with a pinned manifest",
 	})
 }
 

@@ -21,7 +21,8 @@ func TestExamplePolicyLoads(t *testing.T) {
 	assert.DeepEqual(t, p.Requirement.Harness, evidence.HarnessRequirement{Module: "github.com/qualbox/qualbox",
 		Catalogues: []evidence.Catalogue{{Version: 3, SHA256: "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6"},
 			{Version: 3, SHA256: "bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79"},
-			{Version: 4, SHA256: "0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171"}}, CleanRevision: true})
+			{Version: 4, SHA256: "0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171"},
+			{Version: 5, SHA256: "4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e"}}, CleanRevision: true})
 	// lane C on the reference's baseline runs everything but datasets,
 	// below 29.1.4; on its dataset composition, everything.
 	for _, r := range p.Requirement.Rows[3:5] {
