@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -324,4 +325,28 @@ func TestExportRejectsCraftedArchives(t *testing.T) {
 	one := &recordingSink{}
 	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Whole(), one, sandboxapi.TransferOptions{}))
 	assert.Check(t, one.committed && len(one.entries) == 0)
+}
+
+// At the least metadataBatchBytes the contract accepts, an import and an
+// export of a tree whose metadata spans many batches round-trip through the
+// Engine (docs/contract.md#policy).
+func TestTransferAtMinimumMetadataBatch(t *testing.T) {
+	policy := enginetest.Policy()
+	policy.Transfers.MetadataBatchBytes = sandboxapi.MinMetadataBatchBytes
+	policy.Transfers.MetadataMergeFanIn = 2
+	sb := started(t, newBackend(t), policy)
+	tr := transferer(t, sb)
+	src := t.TempDir()
+	long := strings.Repeat("d", 200)
+	for i := range 120 {
+		name := filepath.Join(src, long, fmt.Sprintf("%s-%03d.txt", long, i))
+		assert.NilError(t, os.MkdirAll(filepath.Dir(name), 0o755))
+		assert.NilError(t, os.WriteFile(name, []byte(strconv.Itoa(i)), 0o644))
+	}
+	want := snapshot(t, src)
+	assert.NilError(t, tr.ImportTree(context.Background(), sandboxapi.DirSource(src), sandboxapi.TransferOptions{}))
+	assert.NilError(t, sb.Stop(context.Background()))
+	dest := filepath.Join(t.TempDir(), "whole")
+	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Whole(), sandboxapi.DirSink(dest), sandboxapi.TransferOptions{}))
+	assert.DeepEqual(t, snapshot(t, dest), want)
 }
