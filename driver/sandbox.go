@@ -54,6 +54,8 @@ import (
 //	computeStopping  stopLocked began removing compute; no process can be
 //	                 reserved from then on
 //	proc             the sandbox's one process reservation
+//	importing        imports in flight (counted, not once-only): no process
+//	                 can be reserved while one streams
 //	dispatched       roles whose create was sent with an unknown outcome
 //	undispatched     roles recorded "creating" whose create was never sent
 //	                 (cancelled in between, and the revert to "planned"
@@ -100,6 +102,7 @@ type sandbox struct {
 	proc            *process
 	dispatched      map[sandboxapi.Role]bool
 	undispatched    map[sandboxapi.Role]bool
+	importing       int
 }
 
 var (
