@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"gotest.tools/v3/assert"
 
+	"github.com/qualbox/qualbox/driver/internal/enginetest"
 	"github.com/qualbox/qualbox/sandboxapi"
+	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 // silentEngine is a fake Engine, not a Docker Engine: a Unix socket that
@@ -115,4 +118,48 @@ func TestStandaloneCallsBoundedAgainstSilentEngine(t *testing.T) {
 			assert.Check(t, errors.Is(err, sandboxapi.ErrDeadlineExceeded))
 		})
 	}
+}
+
+// Past admission too: with the lane's real Engine answering /version and
+// /info through a fault proxy that holds every container inspect for an
+// hour, Reconcile(context.Background()) of a record whose compute create
+// was dispatched returns within its own bound, naming the held inspect
+// (docs/contract.md#recovery). Nothing is created on the Engine.
+func TestReconcileBoundedPastAdmission(t *testing.T) {
+	daemon, err := enginetest.Client(t).Info(context.Background(), client.InfoOptions{})
+	assert.NilError(t, err)
+	dir, err := os.MkdirTemp("", "qb-hold-")
+	assert.NilError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p, err := faultproxy.New(dir, enginetest.Socket(), faultproxy.Delay(faultproxy.Request("GET", `/containers/[^/]+/json`), time.Hour))
+	assert.NilError(t, err)
+	t.Cleanup(func() { assert.Check(t, p.Close()) })
+	b, err := New(Config{
+		Profile: enginetest.Profile(), Endpoint: p.Endpoint(), Namespace: "held",
+		SpillDirectory: t.TempDir(), ImageID: "sha256:" + strings.Repeat("a", 64),
+		User: User{UID: 65534, GID: 65534},
+	})
+	assert.NilError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	const bound = 3 * time.Second
+	b.standaloneBound = bound
+	rec := dispatchedRecord(t, b)
+	rec.Authority.BackendIdentity = daemon.Info.ID
+
+	errc := make(chan error, 1)
+	go func() { _, err := b.Reconcile(context.Background(), rec); errc <- err }()
+	select {
+	case err = <-errc:
+	case <-time.After(10 * bound):
+		t.Fatalf("Reconcile still waiting for the held inspect after %v (own bound %v)", 10*bound, bound)
+	}
+	var op *sandboxapi.OperationError
+	assert.Assert(t, errors.As(err, &op), "%v", err)
+	assert.Check(t, op.Code == sandboxapi.CodeDeadlineExceeded, "%v", err)
+	assert.Check(t, strings.HasPrefix(op.Message, "inspect ") && strings.Contains(op.Message, " container "), "%q", op.Message)
+	var held bool
+	for _, x := range p.Seen() {
+		held = held || x.Action == faultproxy.ActionDelay
+	}
+	assert.Check(t, held, "no container inspect was held: %+v", p.Seen())
 }
