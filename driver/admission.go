@@ -235,6 +235,15 @@ func driverTypes(info system.Info) []string {
 	return out
 }
 
+// desktopOperatingSystem reports whether an /info OperatingSystem is one
+// Docker Desktop reports: "Docker Desktop" or that name followed by its
+// release ("Docker Desktop 4.56.0"), in any letter case. A Linux profile
+// cannot be such a daemon: its VM, kernel and file sharing are Desktop's
+// (docs/contract.md#profiles-and-admission).
+func desktopOperatingSystem(os string) bool {
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(os)), strings.ToLower(profiles.DesktopOperatingSystem))
+}
+
 // daemonRules are the controller, /version and /info rows, in report order.
 var daemonRules = []admissionRule{
 	{name: "controller", check: controllerCheck, unrecorded: true},
@@ -265,9 +274,14 @@ var daemonRules = []admissionRule{
 		if f.prof.Daemon.Desktop {
 			return equal(profiles.DesktopOperatingSystem, f.info.OperatingSystem)
 		}
-		return "not " + strconv.Quote(profiles.DesktopOperatingSystem), strconv.Quote(f.info.OperatingSystem),
-			f.info.OperatingSystem != profiles.DesktopOperatingSystem
+		return fmt.Sprintf("not Docker Desktop (%q, %q)", profiles.DesktopOperatingSystem, profiles.DesktopOperatingSystem+" <version>"),
+			strconv.Quote(f.info.OperatingSystem), !desktopOperatingSystem(f.info.OperatingSystem)
 	}},
+	{name: "/info KernelVersion", applies: func(f *admissionFacts) bool { return !f.prof.Daemon.Desktop },
+		check: func(f *admissionFacts) (string, string, bool) {
+			return "not a Docker Desktop VM kernel (no \"linuxkit\")", strconv.Quote(f.info.KernelVersion),
+				!strings.Contains(strings.ToLower(f.info.KernelVersion), "linuxkit")
+		}},
 	{name: "/info CgroupVersion", check: func(f *admissionFacts) (string, string, bool) {
 		return equal(strconv.Itoa(f.prof.Cgroup.Version), f.info.CgroupVersion)
 	}},

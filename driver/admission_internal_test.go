@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/profiles"
 )
@@ -49,6 +50,7 @@ func passingFacts(t *testing.T) *admissionFacts {
 			Os: "linux", Arch: "amd64"},
 		info: system.Info{
 			ID: "ABCD:EFGH", OSType: "linux", Architecture: "x86_64", OperatingSystem: "Debian GNU/Linux 12",
+			KernelVersion: "6.1.0-50-amd64",
 			CgroupVersion: "1", CgroupDriver: "cgroupfs", MemoryLimit: true, SwapLimit: true, PidsLimit: true,
 			CPUCfsPeriod: true, CPUCfsQuota: true, SecurityOptions: []string{"name=seccomp,profile=default"},
 			Driver: "overlayfs", DriverStatus: [][2]string{{"driver-type", "io.containerd.snapshotter.v1"}},
@@ -76,6 +78,7 @@ func TestAdmissionTableRowsFail(t *testing.T) {
 		"/info Architecture":    func(f *admissionFacts) { f.info.Architecture = "aarch64" },
 		"API version range":     func(f *admissionFacts) { f.ver.MinAPIVersion = "1.44" },
 		"/info OperatingSystem": func(f *admissionFacts) { f.info.OperatingSystem = profiles.DesktopOperatingSystem },
+		"/info KernelVersion":   func(f *admissionFacts) { f.info.KernelVersion = "6.10.14-linuxkit" },
 		"/info CgroupVersion":   func(f *admissionFacts) { f.info.CgroupVersion = "2" },
 		"/info CgroupDriver":    func(f *admissionFacts) { f.info.CgroupDriver = "systemd" },
 		"/info MemoryLimit":     func(f *admissionFacts) { f.info.MemoryLimit = false },
@@ -177,4 +180,40 @@ func TestCheckEngineFactsIsTheAdmissionTable(t *testing.T) {
 	assert.NilError(t, err)
 	assert.DeepEqual(t, CheckController(prof, "darwin", "arm64"), Check{Name: "controller", Want: "linux/amd64", Got: "darwin/arm64"})
 	assert.Equal(t, CheckController(prof, "linux", "amd64").OK, true)
+}
+
+// A Linux profile refuses every Docker Desktop shape it cannot be: the
+// bare "Docker Desktop", the name with a release, and a linuxkit kernel
+// under another name; each refusal names what it saw. Lane A's and lane C's
+// own hosts stay admitted.
+func TestLinuxProfileRefusesDesktopShapes(t *testing.T) {
+	for _, c := range []struct {
+		os, kernel string
+		failed     []Check
+	}{
+		{"Debian GNU/Linux 12 (bookworm)", "6.1.0-50-amd64", nil},
+		{"Debian GNU/Linux 13 (trixie)", "6.12.117+deb13-amd64", nil},
+		{"Docker Desktop", "6.1.0-50-amd64", []Check{{Name: "/info OperatingSystem",
+			Want: `not Docker Desktop ("Docker Desktop", "Docker Desktop <version>")`, Got: `"Docker Desktop"`}}},
+		{"Docker Desktop 4.56.0", "6.1.0-50-amd64", []Check{{Name: "/info OperatingSystem",
+			Want: `not Docker Desktop ("Docker Desktop", "Docker Desktop <version>")`, Got: `"Docker Desktop 4.56.0"`}}},
+		{"Debian GNU/Linux 12 (bookworm)", "6.10.14-linuxkit", []Check{{Name: "/info KernelVersion",
+			Want: `not a Docker Desktop VM kernel (no "linuxkit")`, Got: `"6.10.14-linuxkit"`}}},
+		{"docker desktop 4.56.0", "5.15.49-LinuxKit", []Check{
+			{Name: "/info OperatingSystem", Want: `not Docker Desktop ("Docker Desktop", "Docker Desktop <version>")`, Got: `"docker desktop 4.56.0"`},
+			{Name: "/info KernelVersion", Want: `not a Docker Desktop VM kernel (no "linuxkit")`, Got: `"5.15.49-LinuxKit"`}}},
+	} {
+		f := passingFacts(t)
+		f.info.OperatingSystem, f.info.KernelVersion = c.os, c.kernel
+		a := &Admission{Checks: f.evaluate(true)}
+		assert.Check(t, is.DeepEqual(a.Failed(), c.failed), "OperatingSystem %q, kernel %q", c.os, c.kernel)
+		// The verifier's re-evaluation from recorded facts agrees.
+		var again []Check
+		for _, ch := range CheckEngineFacts(f.prof, f.engineFacts()) {
+			if !ch.OK {
+				again = append(again, ch)
+			}
+		}
+		assert.Check(t, is.DeepEqual(again, c.failed), "recorded OperatingSystem %q, kernel %q", c.os, c.kernel)
+	}
 }

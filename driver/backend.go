@@ -21,6 +21,9 @@ type Backend struct {
 	// controller is this process's platform; internal tests play another
 	// one (darwin/arm64) against a synthetic Engine.
 	controller controllerPlatform
+	// standaloneBound bounds each Admit, AdmitAs and Reconcile call
+	// (StandaloneDeadlineMs); internal tests shorten it.
+	standaloneBound time.Duration
 
 	mu     sync.Mutex
 	eng    *engine
@@ -39,7 +42,8 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, profile: prof, ns: ns, socket: socket, controller: hostController()}, nil
+	return &Backend{cfg: cfg, profile: prof, ns: ns, socket: socket, controller: hostController(),
+		standaloneBound: sandboxapi.Milliseconds(StandaloneDeadlineMs)}, nil
 }
 
 // Profile returns the backend's profile.
@@ -100,11 +104,31 @@ func (b *Backend) connect() (*engine, error) {
 	return b.eng, nil
 }
 
+// StandaloneDeadlineMs bounds each call of Admit, AdmitAs and Reconcile, in
+// milliseconds: all of its Engine requests together, whatever the caller's
+// context. These calls belong to no started sandbox, so no policy's
+// deadlines.startupMs or cleanupMs applies; they take the cleanup deadline
+// of a recovered owner (RecoveryCleanupMs), the bound Reconcile's owner
+// then works under. A request still unanswered when it expires fails with
+// a deadline_exceeded *sandboxapi.OperationError naming the request ("read
+// Engine /version at /var/run/docker.sock", "inspect compute container
+// <name>"). A shorter caller deadline still applies
+// (docs/contract.md#profiles-and-admission).
+const StandaloneDeadlineMs = RecoveryCleanupMs
+
+// standaloneContext bounds one Admit, AdmitAs or Reconcile call by
+// StandaloneDeadlineMs.
+func (b *Backend) standaloneContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.standaloneBound)
+}
+
 // Admit runs the profile's admission against the Engine and image without
 // any resource effect, returning every check and the Engine facts. A
 // rejected admission returns the Admission and an *AdmissionError. A
 // profile for another controller platform is rejected with only its
-// controller check, before any Engine request.
+// controller check, before any Engine request. The call is bounded by
+// StandaloneDeadlineMs: an Engine that does not answer in time fails it
+// with a deadline_exceeded *sandboxapi.OperationError naming the request.
 func (b *Backend) Admit(ctx context.Context) (*Admission, error) {
 	return b.admitAs(ctx, b.controller)
 }
@@ -113,7 +137,8 @@ func (b *Backend) Admit(ctx context.Context) (*Admission, error) {
 // tests of Desktop profiles against a synthetic Engine
 // (docs/lanes.md#desktop-synthetic) on a Linux host. The Admission records
 // the platform as played ("darwin/arm64 (played by linux/amd64 for a
-// synthetic Engine)"). Only admission is played: Start, Reconcile and
+// synthetic Engine)"). It is bounded as Admit is. Only admission is
+// played: Start, Reconcile and
 // cleanup of this Backend keep checking the real platform.
 func (b *Backend) AdmitAs(ctx context.Context, controller profiles.Platform) (*Admission, error) {
 	c := controllerPlatform{Platform: controller, played: controller != b.controller.Platform}
@@ -128,6 +153,8 @@ func (b *Backend) admitAs(ctx context.Context, c controllerPlatform) (*Admission
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := b.standaloneContext(ctx)
+	defer cancel()
 	return admit(ctx, eng, c, b.profile, &b.cfg, true)
 }
 

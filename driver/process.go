@@ -22,7 +22,8 @@ import (
 // (docs/contract.md#processes-and-streams). It is synchronous and inert. An
 // invalid spec is a *sandboxapi.ValidationError; a HOME, TMPDIR or PATH
 // different from the fixed environment is a *sandboxapi.UnsupportedError; a
-// second reservation or a stopped sandbox is a *sandboxapi.StateError.
+// second reservation, a stopped sandbox or a workspace import still in
+// progress (docs/contract.md#workspace-files) is a *sandboxapi.StateError.
 func (s *sandbox) ReserveProcess(spec sandboxapi.ProcessSpec) (sandboxapi.ProcessReservation, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -40,6 +41,9 @@ func (s *sandbox) ReserveProcess(spec sandboxapi.ProcessSpec) (sandboxapi.Proces
 	}
 	if s.proc != nil {
 		return nil, &sandboxapi.StateError{Message: "the sandbox's one process is already reserved"}
+	}
+	if s.importing > 0 {
+		return nil, &sandboxapi.StateError{Message: "a workspace import is in progress; reserve the process once it returned"}
 	}
 	if s.computeStopping {
 		return nil, &sandboxapi.StateError{Message: "sandbox compute is stopping"}

@@ -71,7 +71,9 @@ func (b *Backend) recordConflict(r sandboxapi.RecoveryRecord) string {
 //     create may still land, so ownership is retained for a later retry.
 //
 // Call it only after the previous controller and its operations are
-// quiescent. An invalid record is a *sandboxapi.ValidationError; an Engine
+// quiescent. The call is bounded by StandaloneDeadlineMs: an Engine that
+// does not answer in time fails it with a deadline_exceeded
+// *sandboxapi.OperationError naming the request. An invalid record is a *sandboxapi.ValidationError; an Engine
 // failure is an *sandboxapi.OperationError.
 func (b *Backend) Reconcile(ctx context.Context, record sandboxapi.RecoveryRecord) (sandboxapi.Reconciliation, error) {
 	if err := record.Validate(); err != nil {
@@ -85,6 +87,8 @@ func (b *Backend) Reconcile(ctx context.Context, record sandboxapi.RecoveryRecor
 	if err != nil {
 		return sandboxapi.Reconciliation{}, err
 	}
+	ctx, cancel := b.standaloneContext(ctx)
+	defer cancel()
 	daemonID, err := b.admitDaemon(ctx, eng)
 	if err != nil {
 		return sandboxapi.Reconciliation{}, err

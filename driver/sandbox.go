@@ -54,7 +54,12 @@ import (
 //	computeStopping  stopLocked began removing compute; no process can be
 //	                 reserved from then on
 //	proc             the sandbox's one process reservation
+//	importing        imports in flight (counted, not once-only): no process
+//	                 can be reserved while one streams
 //	dispatched       roles whose create was sent with an unknown outcome
+//	undispatched     roles recorded "creating" whose create was never sent
+//	                 (cancelled in between, and the revert to "planned"
+//	                 failed to persist); cleanup reverts them itself
 //	daemonVerified   this Stop or Destroy call already re-admitted the daemon
 //	                 (reset at each call)
 //
@@ -96,6 +101,8 @@ type sandbox struct {
 	effective       sandboxapi.EffectivePolicy
 	proc            *process
 	dispatched      map[sandboxapi.Role]bool
+	undispatched    map[sandboxapi.Role]bool
+	importing       int
 }
 
 var (
@@ -104,7 +111,8 @@ var (
 )
 
 func newSandbox(b *Backend, policy sandboxapi.Policy, persist sandboxapi.PersistFunc, record sandboxapi.RecoveryRecord) *sandbox {
-	return &sandbox{b: b, policy: policy, persist: persist, record: record, dispatched: map[sandboxapi.Role]bool{}}
+	return &sandbox{b: b, policy: policy, persist: persist, record: record,
+		dispatched: map[sandboxapi.Role]bool{}, undispatched: map[sandboxapi.Role]bool{}}
 }
 
 // ID returns the sandbox ID, "docker-<operation UUID>".
@@ -340,8 +348,13 @@ func (s *sandbox) create(ctx context.Context, eng *engine, role sandboxapi.Role,
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		// Not dispatched: the original owner knows it and can say so.
+		// Not dispatched: the original owner knows it and can say so. If
+		// that revert does not persist, the owner still knows, and its
+		// cleanup reverts the record (removeRole).
 		if rerr := s.checkpoint(context.WithoutCancel(ctx), setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityPlanned})); rerr != nil {
+			s.mu.Lock()
+			s.undispatched[role] = true
+			s.mu.Unlock()
 			return nil, errors.Join(err, rerr)
 		}
 		return nil, err
@@ -661,7 +674,9 @@ func (s *sandbox) stopLocked(ctx context.Context) error {
 // removeRole removes the resource of role by its exact identity. A planned
 // resource was never created. A creating resource is identified by its
 // exact planned name and labels first (and that identification is
-// checkpointed); if the name is absent its outcome stays uncertain.
+// checkpointed); if the name is absent its outcome stays uncertain, unless
+// this owner knows it never sent the create: then the record returns to
+// planned.
 func (s *sandbox) removeRole(ctx context.Context, role sandboxapi.Role) error {
 	eng, err := s.b.engine()
 	if err != nil {
@@ -681,8 +696,19 @@ func (s *sandbox) removeRole(ctx context.Context, role sandboxapi.Role) error {
 		}
 		if in == nil {
 			s.mu.Lock()
-			dispatched := s.dispatched[role]
+			dispatched, undispatched := s.dispatched[role], s.undispatched[role]
 			s.mu.Unlock()
+			if undispatched && !dispatched {
+				// This owner never sent the create and the name is
+				// absent: nothing can land, the resource is planned.
+				if err := s.checkpoint(ctx, setIdentity(role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityPlanned})); err != nil {
+					return err
+				}
+				s.mu.Lock()
+				delete(s.undispatched, role)
+				s.mu.Unlock()
+				return nil
+			}
 			if err := s.checkpoint(ctx, setPhase(sandboxapi.PhaseUncertain)); err != nil {
 				return err
 			}

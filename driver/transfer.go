@@ -104,7 +104,7 @@ func (q *quota) add(name string, size int64) error {
 // Errors: *sandboxapi.ValidationError naming a bad source entry (path,
 // order, size mismatch, duplicate, file used as directory);
 // *sandboxapi.StateError if the sandbox is not running or its process is
-// reserved; OperationError transfer_limit (quotas), deadline_exceeded,
+// reserved (while an import streams, ReserveProcess fails instead); OperationError transfer_limit (quotas), deadline_exceeded,
 // cancelled or driver_failure. Names are checked for duplicates only once
 // the source is exhausted, before the archive is terminated: a failing
 // import aborts the upload, but entries the Engine already extracted stay
@@ -116,8 +116,15 @@ func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opt
 	if src == nil {
 		return &sandboxapi.ValidationError{Issues: []sandboxapi.Issue{{Path: []string{"source"}, Message: "a tree source is required"}}}
 	}
+	// The checks and the import's registration are one step under mu, as
+	// ReserveProcess's checks are: a reservation either came first (the
+	// import is refused) or finds the import streaming (the reservation is
+	// refused), never both in flight.
 	s.mu.Lock()
 	started, reserved, phase := s.started, s.proc != nil, s.record.Phase
+	if started && !reserved && phase == sandboxapi.PhaseRunning {
+		s.importing++
+	}
 	s.mu.Unlock()
 	switch {
 	case !started:
@@ -127,6 +134,11 @@ func (s *sandbox) ImportTree(ctx context.Context, src sandboxapi.TreeSource, opt
 	case phase != sandboxapi.PhaseRunning:
 		return &sandboxapi.StateError{Message: "import needs running compute; sandbox is " + string(phase)}
 	}
+	defer func() {
+		s.mu.Lock()
+		s.importing--
+		s.mu.Unlock()
+	}()
 	compute, _ := s.resource(sandboxapi.RoleCompute)
 	eng, err := s.b.engine()
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -324,4 +326,81 @@ func TestExportRejectsCraftedArchives(t *testing.T) {
 	one := &recordingSink{}
 	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Whole(), one, sandboxapi.TransferOptions{}))
 	assert.Check(t, one.committed && len(one.entries) == 0)
+}
+
+// At the least metadataBatchBytes the contract accepts, an import and an
+// export of a tree whose metadata spans many batches round-trip through the
+// Engine (docs/contract.md#policy).
+func TestTransferAtMinimumMetadataBatch(t *testing.T) {
+	policy := enginetest.Policy()
+	policy.Transfers.MetadataBatchBytes = sandboxapi.MinMetadataBatchBytes
+	policy.Transfers.MetadataMergeFanIn = 2
+	sb := started(t, newBackend(t), policy)
+	tr := transferer(t, sb)
+	src := t.TempDir()
+	long := strings.Repeat("d", 200)
+	for i := range 120 {
+		name := filepath.Join(src, long, fmt.Sprintf("%s-%03d.txt", long, i))
+		assert.NilError(t, os.MkdirAll(filepath.Dir(name), 0o755))
+		assert.NilError(t, os.WriteFile(name, []byte(strconv.Itoa(i)), 0o644))
+	}
+	want := snapshot(t, src)
+	assert.NilError(t, tr.ImportTree(context.Background(), sandboxapi.DirSource(src), sandboxapi.TransferOptions{}))
+	assert.NilError(t, sb.Stop(context.Background()))
+	dest := filepath.Join(t.TempDir(), "whole")
+	assert.NilError(t, tr.ExportTree(context.Background(), sandboxapi.Whole(), sandboxapi.DirSink(dest), sandboxapi.TransferOptions{}))
+	assert.DeepEqual(t, snapshot(t, dest), want)
+}
+
+// gatedSource yields one file whose body blocks until release is closed,
+// so an import is observably in flight.
+type gatedSource struct {
+	release chan struct{}
+	reading chan struct{}
+	done    bool
+}
+
+func (g *gatedSource) Next() (sandboxapi.Entry, io.Reader, error) {
+	if g.done {
+		return sandboxapi.Entry{}, nil, io.EOF
+	}
+	g.done = true
+	return fileE("gated.txt", 0o644, 5), &gatedBody{g: g, r: strings.NewReader("gated")}, nil
+}
+
+type gatedBody struct {
+	g    *gatedSource
+	r    io.Reader
+	once sync.Once
+}
+
+func (b *gatedBody) Read(p []byte) (int, error) {
+	b.once.Do(func() { close(b.g.reading); <-b.g.release })
+	return b.r.Read(p)
+}
+
+// Import happens before process reservation, and the order holds while an
+// import streams: a reservation then fails with a StateError instead of
+// reserving a process whose workspace is still being written
+// (docs/contract.md#workspace-files). Once the import returned, the
+// reservation succeeds and the process sees the imported file.
+func TestReservationRefusedWhileImportStreams(t *testing.T) {
+	sb := started(t, newBackend(t), enginetest.Policy())
+	tr := transferer(t, sb)
+	src := &gatedSource{release: make(chan struct{}), reading: make(chan struct{})}
+	ierr := make(chan error, 1)
+	go func() { ierr <- tr.ImportTree(context.Background(), src, sandboxapi.TransferOptions{}) }()
+	select {
+	case <-src.reading:
+	case err := <-ierr:
+		t.Fatalf("import returned before it streamed: %v", err)
+	}
+	spec := sandboxapi.ProcessSpec{Executable: "/bin/cat", Args: []string{"gated.txt"}, Cwd: sb.Workspace()}
+	_, err := sb.ReserveProcess(spec)
+	close(src.release)
+	var state *sandboxapi.StateError
+	assert.Check(t, errors.As(err, &state), "reservation during an import: %v", err)
+	assert.NilError(t, <-ierr)
+	r := run(t, sb, nil, "/bin/cat", "gated.txt")
+	assert.Check(t, is.Equal(string(r.stdout), "gated"), "stderr: %s", r.stderr)
 }

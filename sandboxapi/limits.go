@@ -30,6 +30,13 @@ const (
 	MaxRecoveryBytes = 16 * 1024
 	// MaxTransferChunkBytes bounds transfers.chunkBytes.
 	MaxTransferChunkBytes = 8 * 1024 * 1024
+	// MinMetadataBatchBytes is the least transfers.metadataBatchBytes: one
+	// batch must hold the metadata record of one entry whose path has
+	// MaxPathBytes bytes. A record stores the path with every byte
+	// possibly escaped to two (2*MaxPathBytes), then a terminator, a kind
+	// and an 8-byte offset (10), and costs 24 bytes of bookkeeping in
+	// memory; a smaller batch would leave a valid long path unsortable.
+	MinMetadataBatchBytes = 2*MaxPathBytes + 10 + 24
 	// MaxMetadataBatchBytes bounds transfers.metadataBatchBytes.
 	MaxMetadataBatchBytes = 64 * 1024 * 1024
 	// MaxMetadataMergeFanIn bounds transfers.metadataMergeFanIn.

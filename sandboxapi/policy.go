@@ -88,7 +88,7 @@ type TransferBuffers struct {
 	// ChunkBytes is the transfer chunk size, 512..MaxTransferChunkBytes.
 	ChunkBytes int64 `json:"chunkBytes"`
 	// MetadataBatchBytes is the in-memory metadata batch before spilling,
-	// MaxPathBytes+5..MaxMetadataBatchBytes.
+	// MinMetadataBatchBytes..MaxMetadataBatchBytes.
 	MetadataBatchBytes int64 `json:"metadataBatchBytes"`
 	// MetadataMergeFanIn is the external merge fan-in, 2..MaxMetadataMergeFanIn.
 	MetadataMergeFanIn int64 `json:"metadataMergeFanIn"`

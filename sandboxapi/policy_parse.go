@@ -181,7 +181,7 @@ func (d Deadlines) check(l *issueList, path []string) {
 
 func (t TransferBuffers) check(l *issueList, path []string) {
 	l.intRange(at(path, "chunkBytes"), t.ChunkBytes, 512, MaxTransferChunkBytes)
-	l.intRange(at(path, "metadataBatchBytes"), t.MetadataBatchBytes, MaxPathBytes+5, MaxMetadataBatchBytes)
+	l.intRange(at(path, "metadataBatchBytes"), t.MetadataBatchBytes, MinMetadataBatchBytes, MaxMetadataBatchBytes)
 	l.intRange(at(path, "metadataMergeFanIn"), t.MetadataMergeFanIn, 2, MaxMetadataMergeFanIn)
 }
 

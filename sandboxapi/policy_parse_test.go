@@ -95,7 +95,7 @@ func TestParsePolicyIssues(t *testing.T) {
 		{"cleanup above max", "deadlines.cleanupMs", MaxCleanupMs + 1, []string{"deadlines.cleanupMs"}},
 		{"chunk below min", "transfers.chunkBytes", 511, []string{"transfers.chunkBytes"}},
 		{"chunk above max", "transfers.chunkBytes", MaxTransferChunkBytes + 1, []string{"transfers.chunkBytes"}},
-		{"batch below min", "transfers.metadataBatchBytes", MaxPathBytes + 4, []string{"transfers.metadataBatchBytes"}},
+		{"batch below min", "transfers.metadataBatchBytes", MinMetadataBatchBytes - 1, []string{"transfers.metadataBatchBytes"}},
 		{"fan-in below min", "transfers.metadataMergeFanIn", 1, []string{"transfers.metadataMergeFanIn"}},
 		{"fan-in above max", "transfers.metadataMergeFanIn", MaxMetadataMergeFanIn + 1, []string{"transfers.metadataMergeFanIn"}},
 		{"stdin negative", "streams.maxStdinBytes", -1, []string{"streams.maxStdinBytes"}},
