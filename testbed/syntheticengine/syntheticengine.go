@@ -224,10 +224,15 @@ func desktopInfo() system.Info {
 		Name:               "docker-desktop",
 		ServerVersion:      "29.1.4",
 		DefaultRuntime:     "runc",
-		InitBinary:         "docker-init",
-		SecurityOptions:    []string{"name=seccomp,profile=builtin", "name=cgroupns"},
-		CDISpecDirs:        []string{},
-		Warnings:           nil,
+		// The commits of the containerd and runc releases /version names
+		// (as lane D's real 29.1.4 tuple reports them).
+		ContainerdCommit: system.Commit{ID: "301b2dac98f15c27117da5c8af12118a041a31d9"},
+		RuncCommit:       system.Commit{ID: "d6d73eb8c60246978da649ffe75ce5c8bca8f856"},
+		InitCommit:       system.Commit{ID: "de40ad0"},
+		InitBinary:       "docker-init",
+		SecurityOptions:  []string{"name=seccomp,profile=builtin", "name=cgroupns"},
+		CDISpecDirs:      []string{},
+		Warnings:         nil,
 	}
 }
 
@@ -246,8 +251,9 @@ func desktopVersion() system.VersionResponse {
 		Arch:          "arm64",
 		Components: []system.ComponentVersion{
 			{Name: "Engine", Version: "29.1.4", Details: details},
-			{Name: "containerd", Version: "v2.2.2", Details: map[string]string{"GitCommit": "synthetic"}},
-			{Name: "runc", Version: "1.3.4", Details: map[string]string{"GitCommit": "synthetic"}},
+			{Name: "containerd", Version: "v2.2.2", Details: map[string]string{"GitCommit": "301b2dac98f15c27117da5c8af12118a041a31d9"}},
+			{Name: "runc", Version: "1.3.4", Details: map[string]string{"GitCommit": "d6d73eb8c60246978da649ffe75ce5c8bca8f856"}},
+			{Name: "docker-init", Version: "0.19.0", Details: map[string]string{"GitCommit": "de40ad0"}},
 		},
 		GitCommit:     "08440b6",
 		GoVersion:     "go1.25.5",
