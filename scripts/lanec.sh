@@ -150,6 +150,11 @@ arm64)
 	;;
 esac
 HOST_ARCH=$(dpkg --print-architecture 2>/dev/null || echo unknown)
+# Lane D's kernel package comes from this host's Debian 12 arm64 lists.
+if [ "$ARCH" = arm64 ] && [ "${LANEC_SUITE:-bookworm}" != bookworm ]; then
+	echo "lanec: LANEC_ARCH=arm64 runs LANEC_SUITE=bookworm only (its kernel package comes from this host's bookworm arm64 lists), got '${LANEC_SUITE}'" >&2
+	exit 2
+fi
 CGROUP_DRIVER=${LANEC_CGROUP_DRIVER:-systemd}
 case $CGROUP_DRIVER in
 systemd | cgroupfs) ;;
