@@ -695,8 +695,11 @@ boot_probe() {
 	trap 'stop_probe; rm -rf "$dir"' EXIT
 	trap 'stop_probe; rm -rf "$dir"; exit 130' INT TERM HUP
 	t0=$(date +%s)
-	qemu-system-x86_64 -name qualbox-lanec-probe -nodefaults -no-user-config -display none -no-reboot \
-		"$@" -smp 2 -m 256M -kernel "$kernel" -append 'console=ttyS0 panic=-1' \
+	# The guest architecture's emulator, machine and serial console: on an
+	# arm64 host, lane D's kernel is probed under KVM as lane C's is on an
+	# x86-64 one.
+	"$QEMU" -name qualbox-lanec-probe -nodefaults -no-user-config -display none -no-reboot \
+		"${QEMU_MACHINE[@]}" "$@" -smp 2 -m 256M -kernel "$kernel" -append "console=$CONSOLE panic=-1" \
 		-nic none -serial "file:$dir/console.log" </dev/null >"$dir/qemu.log" 2>&1 &
 	PROBE_PID=$!
 	rc=1
@@ -725,7 +728,7 @@ boot_probe() {
 	done
 	stop_probe
 	{
-		echo "# qemu-system-x86_64 $* (probe, $PROBE_WHY)"
+		echo "# $QEMU ${QEMU_MACHINE[*]:+${QEMU_MACHINE[*]} }$* (probe, $PROBE_WHY)"
 		echo "## qemu output"
 		cat "$dir/qemu.log" 2>/dev/null || true
 		echo "## serial console"
@@ -807,7 +810,7 @@ accel_command() {
 		kernel=$IMAGE_DIR/vmlinuz
 	fi
 	[ -f "$kernel" ] || die "$cmd: no kernel at $kernel"
-	[ "$cmd" = accel ] || [ "$ARCH" = "$HOST_ARCH" ] || die "probe: KVM cannot run an $ARCH kernel on this $HOST_ARCH host"
+	[ "$cmd" = accel ] || [ "$accel" = tcg ] || [ "$ARCH" = "$HOST_ARCH" ] || die "probe: KVM cannot run an $ARCH kernel on this $HOST_ARCH host"
 	if [ "$cmd" = accel ]; then
 		choose_accel "$kernel"
 		echo "$ACCEL"
@@ -816,7 +819,10 @@ accel_command() {
 	local args plog rc=0
 	case $accel in
 	kvm) args=(-accel kvm -cpu host) ;;
-	tcg) args=(-accel tcg -cpu qemu64) ;;
+	tcg)
+		args=(-accel tcg -cpu qemu64)
+		[ "$ARCH" = amd64 ] || args=(-accel tcg -cpu max)
+		;;
 	*)
 		echo "lanec: probe --accel must be kvm or tcg, got '$accel'" >&2
 		exit 2
