@@ -69,7 +69,8 @@
 # here from the guest's busybox and the modules that mount /dev/vda. On an
 # x86-64 host an arm64 guest runs under TCG only. LANEC_CGROUP_DRIVER
 # (systemd, the default, or cgroupfs: the Docker Desktop VM's shape) is the
-# guest dockerd's cgroup driver.
+# guest dockerd's cgroup driver; `run` refuses a manifest whose profile
+# admits another (docs/lanes.md#lane-d).
 #
 # Accelerator (docs/lanes.md#accelerator): LANEC_ACCEL=auto|kvm|tcg
 # (default auto: KVM only when a probe boot of the guest's kernel under KVM
@@ -1074,6 +1075,13 @@ run() {
 	# The conformance suite runs under the manifest's profile.
 	CONFORMANCE_PROFILE=$(sed -n 's/^profile: *\([A-Za-z0-9.-]*\) *$/\1/p' "$manifest" | head -n 1)
 	[ -n "$CONFORMANCE_PROFILE" ] || die "run: $manifest names no profile"
+	# A profile admits one cgroup driver: a guest dockerd with another
+	# fails admission after a boot of minutes, so refuse it here.
+	local pfile=$ROOT_DIR/profiles/profiles/$CONFORMANCE_PROFILE.yaml pdriver
+	[ -f "$pfile" ] || die "run: $manifest names profile $CONFORMANCE_PROFILE, which has no $pfile"
+	pdriver=$(sed -n '/^cgroup:/,/^[^ #]/s/^  driver: *\([a-z]*\).*/\1/p' "$pfile" | head -n 1)
+	[ "$pdriver" = "$CGROUP_DRIVER" ] ||
+		die "run: LANEC_CGROUP_DRIVER=$CGROUP_DRIVER, but profile $CONFORMANCE_PROFILE ($manifest) admits the ${pdriver:-unnamed} cgroup driver only; its admission would refuse the guest's Engine"
 	[ -f "$key" ] || die "run: no signing key at $key (make keys, or --signing-key FILE)"
 	out=${out:-$ROOT_DIR/reports/runs/$(date -u +%Y%m%dT%H%M%SZ)}
 	[ ! -e "$out" ] || die "run: $out already exists"
