@@ -550,9 +550,15 @@ ensure_binfmt() {
 
 # ARM64_KERNEL_PKG names the Debian arm64 kernel package lane D boots:
 # the one linux-image-arm64 depends on in this host's arm64 package lists
-# (dpkg --add-architecture arm64; apt-get update), with its version.
+# (dpkg --add-architecture arm64; apt-get update), with its version. The
+# host's release must be LANEC_SUITE.
 arm64_kernel_pkg() {
-	local name ver
+	local name ver host
+	# Those lists are of the host's release: a guest of another suite
+	# would boot that release's kernel under its own userland.
+	host=$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null | tr -d '"')
+	[ "$host" = "$SUITE" ] ||
+		die "lane D takes its kernel package from this host's arm64 package lists, which are ${host:-of no named release}'s, not LANEC_SUITE=$SUITE's; run lane D on a Debian $SUITE host or with LANEC_SUITE=$host"
 	name=$(apt-cache depends linux-image-arm64:arm64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^:]*\).*/\1/p' | head -n 1)
 	[ -n "$name" ] || die "no linux-image-arm64 in this host's arm64 package lists (run: dpkg --add-architecture arm64 && apt-get update)"
 	ver=$(apt-cache show "$name:arm64" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
