@@ -68,8 +68,8 @@ test-lane-c: $(KEYS)/qualbox-ed25519.key
 
 ## qualify-linux-arm64: lane D (docs/lanes.md#lane-d): the same in a Debian arm64 guest under
 ## qemu-system-aarch64 (TCG), everything inside it arm64 (the Engine tuple $(or $(TUPLE),ref-29.1.4),
-## qualify, the probe, the guest image), manifests/linux-arm64.yaml; LANEC_CGROUP_DRIVER=cgroupfs
-## gives the Docker Desktop VM's cgroup driver. Builds the arm64 guest on first use (about 25 min).
+## qualify, the probe, the guest image), manifests/linux-arm64.yaml (systemd cgroup driver; no
+## profile admits LANEC_CGROUP_DRIVER=cgroupfs on arm64 yet). Builds the arm64 guest on first use (about 25 min).
 LANED_ENV := LANEC_ARCH=arm64 $(LANEC_ENV)
 qualify-linux-arm64: $(KEYS)/qualbox-ed25519.key
 	$(LANED_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))

@@ -69,7 +69,8 @@
 # here from the guest's busybox and the modules that mount /dev/vda. On an
 # x86-64 host an arm64 guest runs under TCG only. LANEC_CGROUP_DRIVER
 # (systemd, the default, or cgroupfs: the Docker Desktop VM's shape) is the
-# guest dockerd's cgroup driver.
+# guest dockerd's cgroup driver; `run` refuses a manifest whose profile
+# admits another (docs/lanes.md#lane-d).
 #
 # Accelerator (docs/lanes.md#accelerator): LANEC_ACCEL=auto|kvm|tcg
 # (default auto: KVM only when a probe boot of the guest's kernel under KVM
@@ -554,9 +555,15 @@ ensure_binfmt() {
 
 # ARM64_KERNEL_PKG names the Debian arm64 kernel package lane D boots:
 # the one linux-image-arm64 depends on in this host's arm64 package lists
-# (dpkg --add-architecture arm64; apt-get update), with its version.
+# (dpkg --add-architecture arm64; apt-get update), with its version. The
+# host's release must be LANEC_SUITE.
 arm64_kernel_pkg() {
-	local name ver
+	local name ver host
+	# Those lists are of the host's release: a guest of another suite
+	# would boot that release's kernel under its own userland.
+	host=$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null | tr -d '"')
+	[ "$host" = "$SUITE" ] ||
+		die "lane D takes its kernel package from this host's arm64 package lists, which are ${host:-of no named release}'s, not LANEC_SUITE=$SUITE's; run lane D on a Debian $SUITE host or with LANEC_SUITE=$host"
 	name=$(apt-cache depends linux-image-arm64:arm64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^:]*\).*/\1/p' | head -n 1)
 	[ -n "$name" ] || die "no linux-image-arm64 in this host's arm64 package lists (run: dpkg --add-architecture arm64 && apt-get update)"
 	ver=$(apt-cache show "$name:arm64" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
@@ -700,8 +707,11 @@ boot_probe() {
 	trap 'stop_probe; rm -rf "$dir"' EXIT
 	trap 'stop_probe; rm -rf "$dir"; exit 130' INT TERM HUP
 	t0=$(date +%s)
-	qemu-system-x86_64 -name qualbox-lanec-probe -nodefaults -no-user-config -display none -no-reboot \
-		"$@" -smp 2 -m 256M -kernel "$kernel" -append 'console=ttyS0 panic=-1' \
+	# The guest architecture's emulator, machine and serial console: on an
+	# arm64 host, lane D's kernel is probed under KVM as lane C's is on an
+	# x86-64 one.
+	"$QEMU" -name qualbox-lanec-probe -nodefaults -no-user-config -display none -no-reboot \
+		"${QEMU_MACHINE[@]}" "$@" -smp 2 -m 256M -kernel "$kernel" -append "console=$CONSOLE panic=-1" \
 		-nic none -serial "file:$dir/console.log" </dev/null >"$dir/qemu.log" 2>&1 &
 	PROBE_PID=$!
 	rc=1
@@ -730,7 +740,7 @@ boot_probe() {
 	done
 	stop_probe
 	{
-		echo "# qemu-system-x86_64 $* (probe, $PROBE_WHY)"
+		echo "# $QEMU ${QEMU_MACHINE[*]:+${QEMU_MACHINE[*]} }$* (probe, $PROBE_WHY)"
 		echo "## qemu output"
 		cat "$dir/qemu.log" 2>/dev/null || true
 		echo "## serial console"
@@ -812,7 +822,7 @@ accel_command() {
 		kernel=$IMAGE_DIR/vmlinuz
 	fi
 	[ -f "$kernel" ] || die "$cmd: no kernel at $kernel"
-	[ "$cmd" = accel ] || [ "$ARCH" = "$HOST_ARCH" ] || die "probe: KVM cannot run an $ARCH kernel on this $HOST_ARCH host"
+	[ "$cmd" = accel ] || [ "$accel" = tcg ] || [ "$ARCH" = "$HOST_ARCH" ] || die "probe: KVM cannot run an $ARCH kernel on this $HOST_ARCH host"
 	if [ "$cmd" = accel ]; then
 		choose_accel "$kernel"
 		echo "$ACCEL"
@@ -821,7 +831,10 @@ accel_command() {
 	local args plog rc=0
 	case $accel in
 	kvm) args=(-accel kvm -cpu host) ;;
-	tcg) args=(-accel tcg -cpu qemu64) ;;
+	tcg)
+		args=(-accel tcg -cpu qemu64)
+		[ "$ARCH" = amd64 ] || args=(-accel tcg -cpu max)
+		;;
 	*)
 		echo "lanec: probe --accel must be kvm or tcg, got '$accel'" >&2
 		exit 2
@@ -1073,6 +1086,13 @@ run() {
 	# The conformance suite runs under the manifest's profile.
 	CONFORMANCE_PROFILE=$(sed -n 's/^profile: *\([A-Za-z0-9.-]*\) *$/\1/p' "$manifest" | head -n 1)
 	[ -n "$CONFORMANCE_PROFILE" ] || die "run: $manifest names no profile"
+	# A profile admits one cgroup driver: a guest dockerd with another
+	# fails admission after a boot of minutes, so refuse it here.
+	local pfile=$ROOT_DIR/profiles/profiles/$CONFORMANCE_PROFILE.yaml pdriver
+	[ -f "$pfile" ] || die "run: $manifest names profile $CONFORMANCE_PROFILE, which has no $pfile"
+	pdriver=$(sed -n '/^cgroup:/,/^[^ #]/s/^  driver: *\([a-z]*\).*/\1/p' "$pfile" | head -n 1)
+	[ "$pdriver" = "$CGROUP_DRIVER" ] ||
+		die "run: LANEC_CGROUP_DRIVER=$CGROUP_DRIVER, but profile $CONFORMANCE_PROFILE ($manifest) admits the ${pdriver:-unnamed} cgroup driver only; its admission would refuse the guest's Engine"
 	[ -f "$key" ] || die "run: no signing key at $key (make keys, or --signing-key FILE)"
 	out=${out:-$ROOT_DIR/reports/runs/$(date -u +%Y%m%dT%H%M%SZ)}
 	[ ! -e "$out" ] || die "run: $out already exists"

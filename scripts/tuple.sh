@@ -150,6 +150,12 @@ build() {
 		echo "$prefix"
 		return 0
 	fi
+	# The installs below empty GOBIN, but an empty variable does not
+	# override the go env file's GOBIN (go env -w), with which go install
+	# refuses a cross build and installs elsewhere than the GOPATH read.
+	local filebin
+	filebin=$(GOBIN='' GOTOOLCHAIN=local go env GOBIN)
+	[ -z "$filebin" ] || die "the go env file sets GOBIN=$filebin (go env -w); unset it (go env -u GOBIN) to build tuples"
 	# runc's cgo toolchain: the host's, or for arm64 Debian's cross
 	# compiler and arm64 libseccomp (its pkg-config files apart from the
 	# host's).

@@ -255,3 +255,61 @@ func resourceProblems(r *Run, s *Scenario) []string {
 	}
 	return out
 }
+
+// machineProblems re-derives isolation's "uname machine" check
+// (docs/lanes.md#lane-d) where a report records it: its want must be
+// uname(2)'s machine name of the verifier's profile's image architecture
+// (aarch64 for linux-arm64), its got the machine of the probe facts the
+// scenario observed, and its ok whether they are equal. A passed
+// isolation must have the check under a profile whose workload is not
+// amd64 code on an amd64 Engine (an arm64 image, or an image of another
+// architecture than the daemon's): what such a row stands for is the
+// architecture its workload ran as. The rule does not go by the
+// catalogue version the report claims, which its signer writes. Without
+// it a key holder could record an x86_64 workload under an arm64 row as
+// passed, since the verdict alone follows from ok.
+func machineProblems(r *Run, s *Scenario) []string {
+	const name = "uname machine"
+	if s.Name != "isolation" || engineless(r) {
+		return nil
+	}
+	prof, err := profiles.Load(r.Profile)
+	if err != nil {
+		return nil // hostProblems names the unknown profile
+	}
+	i := slices.IndexFunc(s.Checks, func(c Check) bool { return c.Name == name })
+	if i < 0 {
+		img := prof.Image.Architecture
+		if s.Verdict.Kind == Passed && (img != "amd64" || prof.Daemon.Architecture != img) {
+			return []string{fmt.Sprintf("isolation passed without its %q check, which profile %s (images %s, daemon %s) requires", name, prof.Name, img, prof.Daemon.Architecture)}
+		}
+		return nil
+	}
+	c := s.Checks[i]
+	var out []string
+	if want := unameMachine(prof.Image.Architecture); c.Want != want {
+		out = append(out, fmt.Sprintf("check %q wants %s, but profile %s's image architecture %s is %s", name, c.Want, prof.Name, prof.Image.Architecture, want))
+	}
+	if f, ok := s.Observed["facts"].(map[string]any); ok {
+		if m, _ := f["machine"].(string); m != c.Got {
+			out = append(out, fmt.Sprintf("check %q got %s, but the probe facts it observed say machine %q", name, c.Got, m))
+		}
+	}
+	if c.OK != (c.Want == c.Got) {
+		out = append(out, fmt.Sprintf("check %q is ok %t with want %s and got %s", name, c.OK, c.Want, c.Got))
+	}
+	return out
+}
+
+// unameMachine is uname(2)'s machine name of a GOARCH, as the isolation
+// scenario derives it: "x86_64" for amd64, "aarch64" for arm64, else the
+// GOARCH itself.
+func unameMachine(goarch string) string {
+	switch goarch {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return goarch
+}

@@ -17,6 +17,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/golden"
 
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
@@ -47,6 +48,13 @@ func scenarioFiles(run *evidence.Run, failed []*evidence.Scenario) []*evidence.S
 		if sum.Verdict.Kind == evidence.Passed {
 			for i := range sum.Checks {
 				s.Checks = append(s.Checks, evidence.Check{Name: fmt.Sprintf("c%d", i), Want: "x", Got: "x", OK: true})
+			}
+			// A passed isolation of catalogue version 5 and later records
+			// the workload's uname machine, as its probe facts say.
+			if prof, err := profiles.Load(run.Profile); err == nil && sum.Name == "isolation" && len(s.Checks) > 0 {
+				m := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[prof.Image.Architecture]
+				s.Checks[0] = evidence.Check{Name: "uname machine", Want: m, Got: m, OK: true}
+				s.Observed["facts"] = map[string]any{"machine": m}
 			}
 		}
 		out = append(out, s)
