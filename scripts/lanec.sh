@@ -151,11 +151,6 @@ arm64)
 	;;
 esac
 HOST_ARCH=$(dpkg --print-architecture 2>/dev/null || echo unknown)
-# Lane D's kernel package comes from this host's Debian 12 arm64 lists.
-if [ "$ARCH" = arm64 ] && [ "${LANEC_SUITE:-bookworm}" != bookworm ]; then
-	echo "lanec: LANEC_ARCH=arm64 runs LANEC_SUITE=bookworm only (its kernel package comes from this host's bookworm arm64 lists), got '${LANEC_SUITE}'" >&2
-	exit 2
-fi
 CGROUP_DRIVER=${LANEC_CGROUP_DRIVER:-systemd}
 case $CGROUP_DRIVER in
 systemd | cgroupfs) ;;
@@ -529,8 +524,11 @@ image() {
 		echo "arch $ARCH cgroup driver $CGROUP_DRIVER"
 		[ "$ARCH" != arm64 ] || echo "kernel package $ARM64_KERNEL_PKG (unpacked, own initramfs)"
 		cat "$TUPLE_PREFIX/VERSIONS"
+		# Lane D's kernel is unpacked, not installed: dpkg does not know it.
+		local kpkg=(linux-image-amd64)
+		[ "$ARCH" = amd64 ] || kpkg=()
 		# shellcheck disable=SC2016 # dpkg-query's own format fields, not shell expansions
-		chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' "linux-image-$ARCH" systemd apparmor containerd docker.io 2>/dev/null || true
+		chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' "${kpkg[@]}" systemd apparmor containerd docker.io 2>/dev/null
 	} >"$tmp/out/BUILD"
 	rm -rf "$IMAGE_DIR"
 	mv "$tmp/out" "$IMAGE_DIR"
@@ -603,7 +601,11 @@ arm64_kernel() {
 	local want m
 	for want in virtio_blk virtio_pci ext4 crc32c_generic; do
 		m=$(grep -m1 -E "/$want\.ko(\.xz)?:" "$r/lib/modules/$kver/modules.dep" | cut -d: -f1)
-		[ -z "$m" ] || load_order "$m"
+		if [ -n "$m" ]; then
+			load_order "$m"
+		elif ! grep -qE "/$want\.ko\$" "$r/lib/modules/$kver/modules.builtin"; then
+			die "$name has no module $want and does not build it in: the initramfs could not mount /dev/vda"
+		fi
 	done
 	: >"$t/initrd/modules/order"
 	for m in "${order[@]}"; do
