@@ -61,7 +61,7 @@ func TestSlug(t *testing.T) {
 func TestDocsSections(t *testing.T) {
 	for file, want := range map[string][]string{
 		"docs/contract.md":      {"Policy", "Errors", "Processes and streams", "Workspace files", "Recovery", "Datasets", "Profiles and admission", "Cleanup"},
-		"docs/lanes.md":         {"The project's hosts", "Lane A", "Lane B", "Lane C", "Engine tuples", "Desktop (synthetic)", "Hosted runners"},
+		"docs/lanes.md":         {"The project's hosts", "Lane A", "Lane B", "Lane C", "Lane D", "Engine tuples", "Desktop (synthetic)", "Hosted runners"},
 		"docs/qualification.md": {"Profiles", "Rows", "Scenarios", "Evidence", "Gate"},
 	} {
 		_, h2 := sections(t, file)
