@@ -43,7 +43,44 @@ func HostFacts(ctx context.Context, root string) *evidence.Host {
 		h.AppArmor += ", " + v
 	}
 	h.Cgroup, h.CgroupControllers = cgroupFacts(at("sys/fs/cgroup"))
+	h.Binfmt = binfmtHandlers(at("proc/sys/fs/binfmt_misc"))
 	return h
+}
+
+// binfmtHandlers reads the enabled handlers of the binfmt_misc file
+// system at dir, sorted by name (Host.Binfmt).
+func binfmtHandlers(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Name() == "register" || e.Name() == "status" || e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || len(data) > 4096 {
+			continue
+		}
+		var enabled bool
+		var interp, flags string
+		for _, line := range strings.Split(string(data), "\n") {
+			switch {
+			case line == "enabled":
+				enabled = true
+			case strings.HasPrefix(line, "interpreter "):
+				interp = strings.TrimPrefix(line, "interpreter ")
+			case strings.HasPrefix(line, "flags:"):
+				flags = strings.TrimSpace(strings.TrimPrefix(line, "flags:"))
+			}
+		}
+		if enabled {
+			out = append(out, e.Name()+" "+interp+" flags "+flags)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // cgroupFacts names the cgroup version mounted at dir and its

@@ -60,7 +60,14 @@ func TestHostFactsReadTheirFiles(t *testing.T) {
 	write("sys/module/apparmor/parameters/enabled", "N\n")
 	write("proc/1/comm", "bash\n")
 	assert.NilError(t, os.MkdirAll(filepath.Join(root, "sys/fs/cgroup"), 0o755))
+	// binfmt_misc as the kernel shows it: register and status are not
+	// handlers, a disabled handler is left out.
+	write("proc/sys/fs/binfmt_misc/register", "")
+	write("proc/sys/fs/binfmt_misc/status", "enabled\n")
+	write("proc/sys/fs/binfmt_misc/qemu-x86_64", "enabled\ninterpreter /usr/bin/qemu-x86_64-static\nflags: F\noffset 0\nmagic 7f454c46\n")
+	write("proc/sys/fs/binfmt_misc/qemu-riscv64", "disabled\ninterpreter /usr/bin/qemu-riscv64-static\nflags: F\n")
 	h := qualify.HostFacts(context.Background(), root)
+	assert.Check(t, is.DeepEqual(h.Binfmt, []string{"qemu-x86_64 /usr/bin/qemu-x86_64-static flags F"}))
 	assert.Check(t, is.Equal(h.Kernel, "6.12.57+deb13-amd64"))
 	assert.Check(t, is.Equal(h.KernelBuild, "#1 SMP PREEMPT_DYNAMIC Debian 6.12.57-1 (2026-11-01)"))
 	assert.Check(t, is.Equal(h.LSM, "lockdown,capability,landlock,yama,apparmor"))

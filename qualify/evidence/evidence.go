@@ -176,6 +176,12 @@ type Host struct {
 	// available there, space-separated.
 	Cgroup            string `json:"cgroup"`
 	CgroupControllers string `json:"cgroupControllers"`
+	// Binfmt lists the enabled binfmt_misc handlers of the host's kernel,
+	// one "<name> <interpreter> flags <flags>" each (for example
+	// "qemu-x86_64 /usr/bin/qemu-x86_64-static flags F"): the user-mode
+	// emulators through which an Engine there runs other architectures'
+	// images. Empty when there are none or binfmt_misc is not mounted.
+	Binfmt []string `json:"binfmt,omitempty"`
 }
 
 // Manifest identifies the manifest a run executed.
