@@ -70,7 +70,9 @@ test-lane-c: $(KEYS)/qualbox-ed25519.key
 ## qemu-system-aarch64 (TCG), everything inside it arm64 (the Engine tuple $(or $(TUPLE),ref-29.1.4),
 ## qualify, the probe, the guest image), manifests/linux-arm64.yaml (systemd cgroup driver; no
 ## profile admits LANEC_CGROUP_DRIVER=cgroupfs on arm64 yet). Builds the arm64 guest on first use (about 25 min).
-LANED_ENV := LANEC_ARCH=arm64 $(LANEC_ENV)
+## EMULATE=amd64: lane D runs linux/amd64 images through qemu-user (profile linux-arm64-emulated-amd64).
+EMULATE ?=
+LANED_ENV := LANEC_ARCH=arm64 $(if $(EMULATE),LANEC_EMULATE=$(EMULATE)) $(LANEC_ENV)
 qualify-linux-arm64: $(KEYS)/qualbox-ed25519.key
 	$(LANED_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
 

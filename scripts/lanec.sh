@@ -151,6 +151,25 @@ arm64)
 	;;
 esac
 HOST_ARCH=$(dpkg --print-architecture 2>/dev/null || echo unknown)
+# LANEC_EMULATE=amd64 (lane D only): the guest also runs linux/amd64
+# images, through qemu-user-static's qemu-x86_64 registered in binfmt_misc
+# with the F flag (emulator_install); the guest image is amd64 (busybox
+# and probe), loaded from an archive built here; default manifest
+# manifests/linux-arm64-emulated-amd64.yaml.
+EMULATE=${LANEC_EMULATE:-}
+case $EMULATE in
+'') ;;
+amd64)
+	if [ "$ARCH" != arm64 ]; then
+		echo "lanec: LANEC_EMULATE=amd64 needs LANEC_ARCH=arm64, got '$ARCH'" >&2
+		exit 2
+	fi
+	;;
+*)
+	echo "lanec: LANEC_EMULATE must be empty or amd64, got '$EMULATE'" >&2
+	exit 2
+	;;
+esac
 CGROUP_DRIVER=${LANEC_CGROUP_DRIVER:-systemd}
 case $CGROUP_DRIVER in
 systemd | cgroupfs) ;;
@@ -421,6 +440,10 @@ cache_key() {
 			declare -f arm64_kernel
 			echo "$ARM64_KERNEL_PKG"
 		fi
+		if [ -n "$EMULATE" ]; then
+			declare -f emulator_install
+			echo "emulate $EMULATE $QEMU_USER_PKG"
+		fi
 		cat "$TUPLE_PREFIX/VERSIONS"
 	} | sha256sum | cut -c1-16
 }
@@ -477,6 +500,10 @@ image() {
 	bkey=$(base_key)
 	base=$CACHE/base-$bkey.tar
 	[ "$ARCH" != arm64 ] || ARM64_KERNEL_PKG=$(arm64_kernel_pkg)
+	if [ -n "$EMULATE" ]; then
+		QEMU_USER_PKG=$(apt-cache show "qemu-user-static:$ARCH" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+		[ -n "$QEMU_USER_PKG" ] || die "no qemu-user-static:$ARCH in this host's package lists"
+	fi
 	# The base first: debootstrap needs no tuple, and a tuple build can
 	# run meanwhile.
 	[ -f "$base" ] || build_base "$base"
@@ -498,6 +525,7 @@ image() {
 	[ "$ARCH" = "$HOST_ARCH" ] || ensure_binfmt
 	guest_recipe "$tmp/root"
 	if variant; then guest_recipe_variant "$tmp/root"; fi
+	if [ -n "$EMULATE" ]; then emulator_install "$tmp/root" "$tmp/emulator"; fi
 	mkdir -p "$tmp/out"
 	if [ "$ARCH" = arm64 ]; then
 		arm64_kernel "$tmp/root" "$tmp/out" "$tmp/kernel"
@@ -549,6 +577,23 @@ ensure_binfmt() {
 		die "cannot enable qemu-user-static's qemu-aarch64 binfmt handler (update-binfmts --enable qemu-aarch64)"
 	grep -qx enabled "$h" || echo 1 >"$h"
 	grep -q '^flags: .*F' "$h" || die "the qemu-aarch64 binfmt handler lacks the F flag: $(grep flags "$h")"
+}
+
+# emulator_install ROOT TMP puts qemu-user-static's qemu-x86_64 (version
+# QEMU_USER_PKG, for the guest's architecture) into ROOT and registers it
+# at boot through systemd-binfmt with the F flag (the interpreter opened at
+# registration, so containers need no copy of it). Only the one binary is
+# unpacked: the package's own binfmt files would register every emulator.
+emulator_install() {
+	local r=$1 t=$2
+	mkdir -p "$t"
+	(cd "$t" && apt-get download -q -o APT::Sandbox::User=root "qemu-user-static:$ARCH=$QEMU_USER_PKG" >&2) ||
+		die "cannot download qemu-user-static:$ARCH=$QEMU_USER_PKG"
+	dpkg-deb --fsys-tarfile "$t"/qemu-user-static_*.deb | tar -x -C "$t" ./usr/bin/qemu-x86_64-static
+	install -m 0755 "$t/usr/bin/qemu-x86_64-static" "$r/usr/bin/qemu-x86_64-static"
+	mkdir -p "$r/etc/binfmt.d"
+	printf '%s\n' ':qemu-x86_64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x3e\x00:\xff\xff\xff\xff\xff\xfe\xfe\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:/usr/bin/qemu-x86_64-static:F' \
+		>"$r/etc/binfmt.d/qualbox-qemu-x86_64.conf"
 }
 
 # ARM64_KERNEL_PKG names the Debian arm64 kernel package lane D boots:
@@ -1056,6 +1101,19 @@ new_work() {
 	trap 'log "interrupted"; exit 130' INT TERM
 }
 
+# guest_archive FILE writes the guest image archive for LANEC_EMULATE
+# (Debian's static busybox of that architecture, the probe built for it),
+# as make release does.
+guest_archive() {
+	local out=$1 t
+	t=$(mktemp -d "$WORK/archive.XXXXXX")
+	(cd "$t" && apt-get download -q -o APT::Sandbox::User=root "busybox-static:$EMULATE" >&2) || die "cannot download busybox-static:$EMULATE"
+	dpkg-deb --fsys-tarfile "$t"/busybox-static_*.deb | tar -x -C "$t" ./bin/busybox
+	(cd "$ROOT_DIR" && GOARCH=$EMULATE CGO_ENABLED=0 go build -trimpath -o "$t/probe" ./testbed/guest/probe)
+	(cd "$ROOT_DIR" && go run ./internal/release/guestarchive -arch "$EMULATE" -busybox "$t/bin/busybox" -probe "$t/probe" -out "$out")
+	log "guest image archive for linux/$EMULATE: $out"
+}
+
 build_static() {
 	# Static binaries: the guest has no Go toolchain and only Debian's libc.
 	local bin=$1
@@ -1071,6 +1129,7 @@ build_static() {
 run() {
 	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out='' key=/var/lib/qualbox/keys/qualbox-ed25519.key
 	[ "$ARCH" = amd64 ] || manifest=$ROOT_DIR/manifests/linux-$ARCH.yaml
+	[ -z "$EMULATE" ] || manifest=$ROOT_DIR/manifests/linux-$ARCH-emulated-$EMULATE.yaml
 	NO_CONFORMANCE=
 	local record_dir=
 	check_accel_mode
@@ -1085,6 +1144,12 @@ run() {
 		esac
 	done
 	[ -f "$manifest" ] || die "run: no manifest at $manifest"
+	if [ -n "$EMULATE" ] && [ -z "$NO_CONFORMANCE" ]; then
+		# The conformance suite builds its image from the guest's own
+		# busybox, which is not the emulated architecture's.
+		log "LANEC_EMULATE=$EMULATE: the conformance suite is not run (it runs in lane D without emulation)"
+		NO_CONFORMANCE=1
+	fi
 	# The conformance suite runs under the manifest's profile.
 	CONFORMANCE_PROFILE=$(sed -n 's/^profile: *\([A-Za-z0-9.-]*\) *$/\1/p' "$manifest" | head -n 1)
 	[ -n "$CONFORMANCE_PROFILE" ] || die "run: $manifest names no profile"
@@ -1107,6 +1172,14 @@ run() {
 	new_work
 	local share=$WORK/share
 	build_static "$share/bin"
+	# The guest image: built in the guest from its own busybox and the
+	# probe, or, emulating, an archive of the emulated architecture's
+	# busybox and probe made here (the guest has neither).
+	IMAGE_FLAGS="--probe bin/qualbox-probe"
+	if [ -n "$EMULATE" ]; then
+		guest_archive "$share/guest-$EMULATE.tar"
+		IMAGE_FLAGS="--image-archive /mnt/qualbox/guest-$EMULATE.tar"
+	fi
 	install -m 0600 "$key" "$share/signing.key"
 	cp "$manifest" "$share/manifest.yaml"
 	mkdir -p "$share/out" "$share/state"
@@ -1132,7 +1205,7 @@ run() {
 		# signed run header.
 		./bin/qualify run --manifest manifest.yaml --output \$W/report --signing-key signing.key \\
 			--engine-build /etc/qualbox-tuple-VERSIONS \\
-			--probe bin/qualbox-probe --scenario-timeout $SCENARIO_TIMEOUT >\$S/qualify.log 2>&1 &
+			$IMAGE_FLAGS --scenario-timeout $SCENARIO_TIMEOUT >\$S/qualify.log 2>&1 &
 		q=\$!
 		# On power-down: SIGTERM, so qualify cancels and writes its partial
 		# report; if it still runs 110 s later (systemd kills the unit at
