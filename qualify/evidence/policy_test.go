@@ -17,7 +17,7 @@ import (
 func TestExamplePolicyLoads(t *testing.T) {
 	p, err := evidence.LoadPolicy(filepath.Join("..", "..", "reports", "gate-policy.yaml"), scenario.Default())
 	assert.NilError(t, err)
-	assert.Equal(t, len(p.Requirement.Rows), 7)
+	assert.Equal(t, len(p.Requirement.Rows), 8)
 	assert.DeepEqual(t, p.Requirement.Harness, evidence.HarnessRequirement{Module: "github.com/qualbox/qualbox",
 		Catalogues: []evidence.Catalogue{{Version: 3, SHA256: "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6"},
 			{Version: 3, SHA256: "bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79"},
