@@ -194,3 +194,16 @@ const (
 	StatusPending   = "pending"
 	StatusQualified = "qualified"
 )
+
+// UnameMachine is uname(2)'s machine name of a GOARCH, as a workload of
+// that architecture sees it (natively or through an emulator): "x86_64"
+// for amd64, "aarch64" for arm64, else the GOARCH itself.
+func UnameMachine(goarch string) string {
+	switch goarch {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return goarch
+}

@@ -287,7 +287,7 @@ func machineProblems(r *Run, s *Scenario) []string {
 	}
 	c := s.Checks[i]
 	var out []string
-	if want := unameMachine(prof.Image.Architecture); c.Want != want {
+	if want := profiles.UnameMachine(prof.Image.Architecture); c.Want != want {
 		out = append(out, fmt.Sprintf("check %q wants %s, but profile %s's image architecture %s is %s", name, c.Want, prof.Name, prof.Image.Architecture, want))
 	}
 	if f, ok := s.Observed["facts"].(map[string]any); ok {
@@ -299,17 +299,4 @@ func machineProblems(r *Run, s *Scenario) []string {
 		out = append(out, fmt.Sprintf("check %q is ok %t with want %s and got %s", name, c.OK, c.Want, c.Got))
 	}
 	return out
-}
-
-// unameMachine is uname(2)'s machine name of a GOARCH, as the isolation
-// scenario derives it: "x86_64" for amd64, "aarch64" for arm64, else the
-// GOARCH itself.
-func unameMachine(goarch string) string {
-	switch goarch {
-	case "amd64":
-		return "x86_64"
-	case "arm64":
-		return "aarch64"
-	}
-	return goarch
 }

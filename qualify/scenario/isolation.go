@@ -93,7 +93,7 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	rec.Check("probe errors", "none", f.Errors, len(f.Errors) == 0)
 	// The workload runs as the profile's image architecture (natively, or
 	// through the Engine host's emulator for an emulated profile).
-	rec.Equal("uname machine", unameMachine(prof.Image.Architecture), f.Machine)
+	rec.Equal("uname machine", profiles.UnameMachine(prof.Image.Architecture), f.Machine)
 
 	uid, gid := int(user.UID), int(user.GID)
 	rec.Equal("uid", uid, f.Identity.UID)
@@ -195,16 +195,4 @@ func pageFloor(n int64) *int64 {
 	page := int64(os.Getpagesize())
 	v := n / page * page
 	return &v
-}
-
-// unameMachine is uname(2)'s machine name of a GOARCH: "x86_64" for amd64,
-// "aarch64" for arm64, else the GOARCH itself.
-func unameMachine(goarch string) string {
-	switch goarch {
-	case "amd64":
-		return "x86_64"
-	case "arm64":
-		return "aarch64"
-	}
-	return goarch
 }
