@@ -103,7 +103,7 @@ echo "building qualify from $GITHUB_ACTION_PATH (-buildvcs=$buildvcs)" >&2
 	# The guest probe for "image: build" (qualify run --probe), compiled
 	# here so that the run under sudo needs no go command; the guest image
 	# is amd64 (qualify image --arch).
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags="-s -w" -o "$bin/qualbox-probe" ./testbed/guest/probe
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags="-s -w" -o "$bin/qualbox-probe" ./qualify/guest/probe
 ) || fail 4 "building qualify from $GITHUB_ACTION_PATH failed"
 "$bin/qualify" version >&2
 

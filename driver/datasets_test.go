@@ -13,10 +13,10 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/qualify/dataset"
+	"github.com/qualbox/qualbox/qualify/guest"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/dataset"
-	"github.com/qualbox/qualbox/testbed/guest"
-	"github.com/qualbox/qualbox/testbed/guest/facts"
 )
 
 // A dataset image of another architecture than the workload, attached

@@ -13,8 +13,8 @@ import (
 
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
 	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/syntheticengine"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/syntheticengine"
 )
 
 const (

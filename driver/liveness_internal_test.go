@@ -15,8 +15,8 @@ import (
 	"gotest.tools/v3/assert"
 
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 // silentEngine is a fake Engine, not a Docker Engine: a Unix socket that

@@ -12,8 +12,8 @@ import (
 	"gotest.tools/v3/assert"
 
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 // deleteStatuses summarizes the replies to DELETE requests a proxy saw:

@@ -13,8 +13,8 @@ import (
 	"gotest.tools/v3/assert"
 
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 // sibling is a foreign resource made to look like one of a sandbox's.

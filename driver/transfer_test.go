@@ -20,9 +20,9 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/qualify/archivecorpus"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/archivetest"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 func transferer(t *testing.T, sb sandboxapi.Sandbox) sandboxapi.Transferer {
@@ -296,14 +296,14 @@ func TestExportSparse8GiB(t *testing.T) {
 // Engine's stat header: the driver's validator sees exactly what a hostile
 // Engine or volume could send.
 func TestExportRejectsCraftedArchives(t *testing.T) {
-	assert.Assert(t, is.Equal(archivetest.Root, path.Base(driver.WorkPath)), "the crafted archives start at the workspace's base name")
+	assert.Assert(t, is.Equal(archivecorpus.Root, path.Base(driver.WorkPath)), "the crafted archives start at the workspace's base name")
 	proxy := newProxy(t)
 	b := newBackend(t, viaProxy(proxy))
 	sb := started(t, b, enginetest.Policy())
 	tr := transferer(t, sb)
 	assert.NilError(t, sb.Stop(context.Background()))
 
-	cases, err := archivetest.Hostiles()
+	cases, err := archivecorpus.Hostiles()
 	assert.NilError(t, err)
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
-	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 var (

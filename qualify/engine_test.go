@@ -16,9 +16,9 @@ import (
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
-	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 const shippedManifest = "../manifests/linux-x64-cgroupv1.yaml"

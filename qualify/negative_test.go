@@ -31,11 +31,11 @@ import (
 
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
+	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
-	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 // lie is one negative test: how the scenario is lied to, and the check

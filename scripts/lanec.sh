@@ -1109,7 +1109,7 @@ guest_archive() {
 	t=$(mktemp -d "$WORK/archive.XXXXXX")
 	(cd "$t" && apt-get download -q -o APT::Sandbox::User=root "busybox-static:$EMULATE" >&2) || die "cannot download busybox-static:$EMULATE"
 	dpkg-deb --fsys-tarfile "$t"/busybox-static_*.deb | tar -x -C "$t" ./bin/busybox
-	(cd "$ROOT_DIR" && GOARCH=$EMULATE CGO_ENABLED=0 go build -trimpath -o "$t/probe" ./testbed/guest/probe)
+	(cd "$ROOT_DIR" && GOARCH=$EMULATE CGO_ENABLED=0 go build -trimpath -o "$t/probe" ./qualify/guest/probe)
 	(cd "$ROOT_DIR" && go run ./internal/release/guestarchive -arch "$EMULATE" -busybox "$t/bin/busybox" -probe "$t/probe" -out "$out")
 	log "guest image archive for linux/$EMULATE: $out"
 }
@@ -1120,7 +1120,7 @@ build_static() {
 	mkdir -p "$bin"
 	log "building static qualify, probe and driver test binaries"
 	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualify" ./cmd/qualify)
-	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualbox-probe" ./testbed/guest/probe)
+	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualbox-probe" ./qualify/guest/probe)
 	if [ -z "${NO_CONFORMANCE:-}" ]; then
 		(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go test -c -trimpath -o "$bin/driver.test" ./driver)
 	fi
@@ -1349,7 +1349,7 @@ record() {
 	new_work
 	local share=$WORK/share
 	mkdir -p "$share/bin" "$share/out"
-	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$share/bin/qualbox-probe" ./testbed/guest/probe)
+	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$share/bin/qualbox-probe" ./qualify/guest/probe)
 	install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
 	cat >"$share/job.sh" <<-EOF
 		#!/bin/bash

@@ -10,7 +10,7 @@ import (
 	"github.com/moby/moby/client"
 	"gotest.tools/v3/assert"
 
-	"github.com/qualbox/qualbox/testbed/syntheticengine"
+	"github.com/qualbox/qualbox/qualify/syntheticengine"
 )
 
 // laneImage is the guest image ID the hermetic manifests name.

@@ -22,7 +22,7 @@ import (
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/internal/release"
 	"github.com/qualbox/qualbox/qualify/evidence"
-	"github.com/qualbox/qualbox/testbed/guest"
+	"github.com/qualbox/qualbox/qualify/guest"
 )
 
 const laneASocket = "unix:///var/run/docker.sock"

@@ -20,9 +20,9 @@ import (
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
-	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 // hangingEngine is a Unix socket that accepts connections and never

@@ -11,18 +11,18 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/driver/archive"
-	"github.com/qualbox/qualbox/testbed/archivetest"
+	"github.com/qualbox/qualbox/qualify/archivecorpus"
 )
 
 // Every hostile body is rejected by the validator itself, for its own
 // reason and naming its entry.
 func TestHostilesAreRejectedByValidate(t *testing.T) {
-	cases, err := archivetest.Hostiles()
+	cases, err := archivecorpus.Hostiles()
 	assert.NilError(t, err)
-	assert.Equal(t, len(cases), len(archivetest.HostileNames))
+	assert.Equal(t, len(cases), len(archivecorpus.HostileNames))
 	reasons := map[string]bool{}
 	for i, c := range cases {
-		assert.Check(t, is.Equal(c.Name, archivetest.HostileNames[i]))
+		assert.Check(t, is.Equal(c.Name, archivecorpus.HostileNames[i]))
 		assert.Check(t, len(c.Body) > 0, c.Name)
 		assert.Check(t, !reasons[c.Reason], "reason %q repeats", c.Reason)
 		reasons[c.Reason] = true
@@ -39,15 +39,15 @@ func TestHostilesAreRejectedByValidate(t *testing.T) {
 }
 
 func TestHostilesSelectsByName(t *testing.T) {
-	cases, err := archivetest.Hostiles("fifo", "dotdot")
+	cases, err := archivecorpus.Hostiles("fifo", "dotdot")
 	assert.NilError(t, err)
 	assert.DeepEqual(t, []string{cases[0].Name, cases[1].Name}, []string{"fifo", "dotdot"})
-	_, err = archivetest.Hostiles("fifo", "nope")
+	_, err = archivecorpus.Hostiles("fifo", "nope")
 	assert.Check(t, is.ErrorContains(err, `unknown hostile archive "nope"`))
 }
 
 func TestTarIsReadableByArchiveTar(t *testing.T) {
-	data := archivetest.Tar(archivetest.Ent{Name: "d/", Type: tar.TypeDir}, archivetest.Ent{Name: "d/f", Body: "hello"})
+	data := archivecorpus.Tar(archivecorpus.Ent{Name: "d/", Type: tar.TypeDir}, archivecorpus.Ent{Name: "d/f", Body: "hello"})
 	hdrs, err := archive.Validate(bytes.NewReader(data))
 	assert.NilError(t, err)
 	assert.DeepEqual(t, hdrs, []archive.Header{{Name: "d", Dir: true, Mode: 0o755}, {Name: "d/f", Mode: 0o644, Size: 5, Offset: archive.BlockSize}})
@@ -55,12 +55,12 @@ func TestTarIsReadableByArchiveTar(t *testing.T) {
 
 func TestHeadersCarryValidChecksums(t *testing.T) {
 	for name, b := range map[string][]byte{
-		"raw":        archivetest.RawHeader("a", '0', "00000000000\x00", nil),
-		"gnu sparse": archivetest.GNUSparseHeader("s"),
+		"raw":        archivecorpus.RawHeader("a", '0', "00000000000\x00", nil),
+		"gnu sparse": archivecorpus.GNUSparseHeader("s"),
 	} {
 		assert.Check(t, is.Len(b, archive.BlockSize), name)
 		assert.Check(t, archive.CheckHead(b), name)
 	}
-	_, err := archive.Validate(bytes.NewReader(append(archivetest.GNUSparseHeader("s"), make([]byte, 2*archive.BlockSize)...)))
+	_, err := archive.Validate(bytes.NewReader(append(archivecorpus.GNUSparseHeader("s"), make([]byte, 2*archive.BlockSize)...)))
 	assert.Check(t, is.ErrorContains(err, "sparse"))
 }

@@ -17,7 +17,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"github.com/qualbox/qualbox/testbed/archivetest"
+	"github.com/qualbox/qualbox/qualify/archivecorpus"
 )
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz/FuzzValidate from the crafted cases")
@@ -73,7 +73,7 @@ func paxBlock(name string, recs ...string) []byte {
 		}
 		body = fmt.Appendf(body, "%d %s\n", n, r)
 	}
-	h := archivetest.RawHeader(name, 'x', fmt.Sprintf("%011o\x00", len(body)), nil)
+	h := archivecorpus.RawHeader(name, 'x', fmt.Sprintf("%011o\x00", len(body)), nil)
 	pad := (BlockSize - len(body)%BlockSize) % BlockSize
 	return cat(h, body, zeros(pad))
 }
@@ -116,16 +116,16 @@ func craftedCases(t testing.TB) []crafted {
 		{"fifo", build(t, ent{name: "pipe", typ: tar.TypeFifo}), "pipe", "FIFO", false},
 		{"symlink", build(t, ent{name: "escape", typ: tar.TypeSymlink, link: "/"}), "escape", "symbolic link", false},
 		{"hardlink", build(t, ent{name: "a", body: "x"}, ent{name: "b", typ: tar.TypeLink, link: "a"}), "b", "hard link", false},
-		{"gnu sparse type", cat(archivetest.RawHeader("sparse", 'S', "00000000000\x00", nil), end), "sparse", "sparse", false},
-		{"pax sparse", cat(paxBlock("x", "GNU.sparse.major=1", "GNU.sparse.name=big"), archivetest.RawHeader("big", '0', "00000000000\x00", nil), end), "big", "sparse", false},
-		{"base-256 size", cat(archivetest.RawHeader("big", '0', "", func(b []byte) { b[124] = 0x80; b[135] = 1 }), end), "big", "base-256", true},
-		{"pax size override", cat(paxBlock("big", "size=8589934592"), archivetest.RawHeader("big", '0', "00000000000\x00", nil), end), "big", "PAX size override", true},
-		{"12-digit size", cat(archivetest.RawHeader("big", '0', "100000000000", nil), end), "big", "exceeds the limit", true},
+		{"gnu sparse type", cat(archivecorpus.RawHeader("sparse", 'S', "00000000000\x00", nil), end), "sparse", "sparse", false},
+		{"pax sparse", cat(paxBlock("x", "GNU.sparse.major=1", "GNU.sparse.name=big"), archivecorpus.RawHeader("big", '0', "00000000000\x00", nil), end), "big", "sparse", false},
+		{"base-256 size", cat(archivecorpus.RawHeader("big", '0', "", func(b []byte) { b[124] = 0x80; b[135] = 1 }), end), "big", "base-256", true},
+		{"pax size override", cat(paxBlock("big", "size=8589934592"), archivecorpus.RawHeader("big", '0', "00000000000\x00", nil), end), "big", "PAX size override", true},
+		{"12-digit size", cat(archivecorpus.RawHeader("big", '0', "100000000000", nil), end), "big", "exceeds the limit", true},
 		{"global pax", cat(paxBlock("g"), end), "", "", false},
-		{"gnu long name", cat(archivetest.RawHeader("././@LongLink", 'L', "00000000005\x00", nil), []byte("long\x00"), zeros(BlockSize-5), end), "long", "GNU long-name", false},
-		{"unknown pax key", cat(paxBlock("a", "nonsense=1"), archivetest.RawHeader("a", '0', "00000000000\x00", nil), end), "a", "unsupported", false},
-		{"bad pax length", cat(paxBlock("a", "path=ab")[:BlockSize], []byte("99 path=ab\n"), zeros(BlockSize-11), archivetest.RawHeader("a", '0', "00000000000\x00", nil), end), "", "", false},
-		{"unknown magic", cat(archivetest.RawHeader("a", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), "a", "magic", false},
+		{"gnu long name", cat(archivecorpus.RawHeader("././@LongLink", 'L', "00000000005\x00", nil), []byte("long\x00"), zeros(BlockSize-5), end), "long", "GNU long-name", false},
+		{"unknown pax key", cat(paxBlock("a", "nonsense=1"), archivecorpus.RawHeader("a", '0', "00000000000\x00", nil), end), "a", "unsupported", false},
+		{"bad pax length", cat(paxBlock("a", "path=ab")[:BlockSize], []byte("99 path=ab\n"), zeros(BlockSize-11), archivecorpus.RawHeader("a", '0', "00000000000\x00", nil), end), "", "", false},
+		{"unknown magic", cat(archivecorpus.RawHeader("a", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), "a", "magic", false},
 		{"empty stream", nil, "", "end-of-archive", false},
 	}
 }
@@ -308,23 +308,23 @@ func TestCheckHeadRejectsCompressedBodies(t *testing.T) {
 func TestLongNameAndPAXErrorsNameTheRealPath(t *testing.T) {
 	long := strings.Repeat("l", 150)
 	lrec := func(typ byte, body string) []byte {
-		h := archivetest.RawHeader("././@LongLink", typ, fmt.Sprintf("%011o\x00", len(body)+1), nil)
+		h := archivecorpus.RawHeader("././@LongLink", typ, fmt.Sprintf("%011o\x00", len(body)+1), nil)
 		return cat(h, []byte(body+"\x00"), zeros((BlockSize-(len(body)+1)%BlockSize)%BlockSize))
 	}
-	file := archivetest.RawHeader("real", '0', "00000000000\x00", nil)
+	file := archivecorpus.RawHeader("real", '0', "00000000000\x00", nil)
 	end := zeros(2 * BlockSize)
 	for name, tc := range map[string]struct {
 		data  []byte
 		entry string
 	}{
-		"GNU long name":             {cat(lrec('L', long), archivetest.RawHeader(long[:99], '0', "00000000000\x00", nil), end), long},
+		"GNU long name":             {cat(lrec('L', long), archivecorpus.RawHeader(long[:99], '0', "00000000000\x00", nil), end), long},
 		"GNU long link":             {cat(lrec('K', "target"), file, end), "real"},
 		"GNU long link, long name":  {cat(lrec('K', "target"), lrec('L', long), file, end), long},
 		"PAX unknown key":           {cat(paxBlock("PaxHeaders.0/real", "nonsense=1"), file, end), "real"},
 		"PAX unknown key and path":  {cat(paxBlock("PaxHeaders.0/x", "nonsense=1", "path="+long), file, end), long},
 		"PAX size override":         {cat(paxBlock("PaxHeaders.0/real", "size=1"), file, end), "real"},
 		"PAX then a second PAX":     {cat(paxBlock("PaxHeaders.0/a"), paxBlock("PaxHeaders.0/real"), file, end), "PaxHeaders.0/real"},
-		"PAX path, then bad header": {cat(paxBlock("PaxHeaders.0/x", "path="+long), archivetest.RawHeader("real", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), long},
+		"PAX path, then bad header": {cat(paxBlock("PaxHeaders.0/x", "path="+long), archivecorpus.RawHeader("real", '0', "00000000000\x00", func(b []byte) { copy(b[257:], "nope\x00\x00\x00\x00") }), end), long},
 	} {
 		_, err := Validate(bytes.NewReader(tc.data))
 		var ae *Error

@@ -1,7 +1,9 @@
 // Package depcheck keeps the package layering of docs/architecture.md:
-// the contract (sandboxapi), the profile data (profiles) and the test bed
-// (testbed) at the bottom, the driver above them, the harness (qualify)
-// above the driver, and the commands (cmd) on top. It checks package
+// the contract (sandboxapi), the profile data (profiles), the harness's
+// instruments (Instruments: the guest image, the fault proxy, the synthetic
+// Engine, the dataset fixture, the archive corpus) and the test support
+// (testbed) at the bottom, the driver above them, the rest of the harness
+// (qualify) above the driver, and the commands (cmd) on top. It checks package
 // imports, test imports included; that the shipped binaries link no
 // test-only package and no package of a test-only module; and that the
 // repository stays one module, github.com/qualbox/qualbox, without
@@ -29,20 +31,46 @@ import (
 const Module = "github.com/qualbox/qualbox"
 
 // Rule says which import prefixes a package prefix must not reach,
-// directly or transitively.
+// directly or transitively, and which packages under those prefixes it
+// may reach all the same (Except, matched as package prefixes).
 type Rule struct {
 	Package   string
 	Forbidden []string
+	Except    []string
+}
+
+// Instruments are the harness packages the driver's tests use too: they
+// ship inside cmd/qualify (the guest image, the fault proxy, the synthetic
+// Engine, the dataset fixture, the hostile archive corpus), so they live
+// under qualify/, yet they sit below the driver and import neither it nor
+// the rest of qualify.
+var Instruments = []string{
+	Module + "/qualify/archivecorpus",
+	Module + "/qualify/dataset",
+	Module + "/qualify/faultproxy",
+	Module + "/qualify/guest",
+	Module + "/qualify/syntheticengine",
 }
 
 // Layering is the project's rule set. Tests are held to it like the code
-// they test: a driver test that imports qualify is a layering error.
-var Layering = []Rule{
-	{Module + "/sandboxapi", []string{"github.com/moby/", "github.com/docker/", Module + "/driver", Module + "/qualify", Module + "/profiles", Module + "/testbed", Module + "/cmd"}},
-	{Module + "/profiles", []string{"github.com/moby/", Module + "/driver", Module + "/qualify", Module + "/sandboxapi", Module + "/testbed", Module + "/cmd"}},
-	{Module + "/testbed", []string{Module + "/driver", Module + "/qualify", Module + "/cmd"}},
-	{Module + "/driver", []string{Module + "/qualify", Module + "/cmd"}},
-	{Module + "/qualify", []string{Module + "/cmd"}},
+// they test: a driver test that imports qualify/scenario is a layering
+// error. Rules are matched by Package prefix, most specific first: an
+// instrument is held to its own rule, not to the rule of qualify.
+var Layering = layering()
+
+func layering() []Rule {
+	rules := []Rule{
+		{Package: Module + "/sandboxapi", Forbidden: []string{"github.com/moby/", "github.com/docker/", Module + "/driver", Module + "/qualify", Module + "/profiles", Module + "/testbed", Module + "/cmd"}},
+		{Package: Module + "/profiles", Forbidden: []string{"github.com/moby/", Module + "/driver", Module + "/qualify", Module + "/sandboxapi", Module + "/testbed", Module + "/cmd"}},
+		{Package: Module + "/testbed", Forbidden: []string{Module + "/driver", Module + "/qualify", Module + "/cmd"}},
+	}
+	for _, in := range Instruments {
+		rules = append(rules, Rule{Package: in, Forbidden: []string{Module + "/driver", Module + "/qualify", Module + "/testbed", Module + "/cmd"}, Except: Instruments})
+	}
+	return append(rules,
+		Rule{Package: Module + "/driver", Forbidden: []string{Module + "/qualify", Module + "/cmd"}, Except: Instruments},
+		Rule{Package: Module + "/qualify", Forbidden: []string{Module + "/cmd"}},
+	)
 }
 
 // TestOnly lists packages that only tests may import: fixtures whose
@@ -50,8 +78,10 @@ var Layering = []Rule{
 // never reach a shipped binary.
 var TestOnly = []string{
 	Module + "/driver/internal/enginetest",
-	Module + "/testbed/containers",
-	// testcontainers-go starts test fixtures (testbed/guest run checks);
+	// Everything under testbed/ is test support; what ships lives under
+	// the name of what ships it (Instruments).
+	Module + "/testbed",
+	// testcontainers-go starts test fixtures (qualify/guest run checks);
 	// its labels and lifecycle are fine for a fixture, never for a shipped
 	// binary.
 	"github.com/testcontainers/testcontainers-go",
@@ -93,8 +123,11 @@ func ListPackages(dir, pattern string) ([]Package, error) {
 		for i, d := range p.Deps {
 			// Dependencies compiled for a test carry the same suffix.
 			if j := strings.Index(d, " ["); j >= 0 {
-				p.Deps[i] = d[:j]
+				d = d[:j]
 			}
+			// A test main depends on its package's external test package
+			// (path_test), which is held to the package's rules.
+			p.Deps[i] = strings.TrimSuffix(d, "_test")
 		}
 		pkgs = append(pkgs, p)
 	}
@@ -122,11 +155,12 @@ func CheckPackages(pkgs []Package, rules []Rule, testOnly []string) []string {
 				}
 			}
 		}
-		for _, r := range rules {
-			if !under(p.ImportPath, r.Package) {
-				continue
-			}
+		r, ok := ruleFor(p.ImportPath, rules)
+		if ok {
 			for _, d := range p.Deps {
+				if slices.ContainsFunc(r.Except, func(e string) bool { return under(d, e) }) {
+					continue
+				}
 				for _, b := range r.Forbidden {
 					if d == b || strings.HasPrefix(d, b) && (strings.HasSuffix(b, "/") || strings.HasPrefix(d, b+"/")) {
 						kind := ""
@@ -141,6 +175,18 @@ func CheckPackages(pkgs []Package, rules []Rule, testOnly []string) []string {
 	}
 	sort.Strings(errs)
 	return errs
+}
+
+// ruleFor returns the rule with the longest Package prefix of path.
+func ruleFor(path string, rules []Rule) (Rule, bool) {
+	var best Rule
+	found := false
+	for _, r := range rules {
+		if under(path, r.Package) && (!found || len(r.Package) > len(best.Package)) {
+			best, found = r, true
+		}
+	}
+	return best, found
 }
 
 func under(path, prefix string) bool {
@@ -160,7 +206,7 @@ func stderrOf(err error) string {
 var Shipped = []string{
 	Module + "/cmd/qualify",
 	Module + "/cmd/observe",
-	Module + "/testbed/guest/probe",
+	Module + "/qualify/guest/probe",
 }
 
 // Platforms are the GOOS/GOARCH pairs `make release` builds Shipped for;

@@ -94,13 +94,42 @@ func TestCheckPackagesCatchesTestImport(t *testing.T) {
 	})
 }
 
+// The driver's tests may use the harness's instruments, and only those;
+// an instrument is held to its own rule, not to qualify's: it may reach
+// another instrument but neither the driver nor the rest of the harness.
+func TestCheckPackagesInstrumentsSitBelowTheDriver(t *testing.T) {
+	pkgs := []Package{
+		{ImportPath: Module + "/driver", Test: true, Deps: []string{Module + "/qualify/faultproxy", Module + "/qualify/guest/facts", Module + "/testbed/containers"}},
+		{ImportPath: Module + "/driver/archive", Test: true, Deps: []string{Module + "/qualify/archivecorpus", Module + "/qualify/evidence"}},
+		{ImportPath: Module + "/qualify/dataset", Deps: []string{Module + "/qualify/guest", Module + "/sandboxapi"}},
+		{ImportPath: Module + "/qualify/syntheticengine", Deps: []string{Module + "/driver"}},
+		{ImportPath: Module + "/qualify/guest", Test: true, Deps: []string{Module + "/qualify/manifest"}},
+		{ImportPath: Module + "/qualify/scenario", Deps: []string{Module + "/driver", Module + "/qualify/guest"}},
+	}
+	assert.DeepEqual(t, CheckPackages(pkgs, Layering, TestOnly), []string{
+		Module + "/driver/archive (test) depends on " + Module + "/qualify/evidence (forbidden: " + Module + "/qualify)",
+		Module + "/qualify/guest (test) depends on " + Module + "/qualify/manifest (forbidden: " + Module + "/qualify)",
+		Module + "/qualify/syntheticengine depends on " + Module + "/driver (forbidden: " + Module + "/driver)",
+	})
+}
+
+// Every package under testbed/ is test support: a shipped binary linking
+// any of them is refused, not only the ones listed by name.
+func TestCheckShippedRefusesAnyTestbedPackage(t *testing.T) {
+	q := Module + "/cmd/qualify"
+	deps := []Dep{{Module + "/testbed/newfixture", Module}, {Module + "/qualify/faultproxy", Module}}
+	assert.DeepEqual(t, CheckShipped(q, deps, TestOnly, TestOnlyModules), []string{
+		q + " (shipped) links the test-only package " + Module + "/testbed/newfixture",
+	})
+}
+
 // testcontainers-go may start test fixtures but never reach a non-test
 // package.
 func TestCheckPackagesKeepsTestcontainersInTests(t *testing.T) {
 	tc := "github.com/testcontainers/testcontainers-go"
 	pkgs := []Package{
-		{ImportPath: Module + "/testbed/guest", Test: true, Deps: []string{tc, tc + "/wait"}},
-		{ImportPath: Module + "/testbed/guest", Deps: []string{Module + "/testbed/guest/facts"}},
+		{ImportPath: Module + "/qualify/guest", Test: true, Deps: []string{tc, tc + "/wait"}},
+		{ImportPath: Module + "/qualify/guest", Deps: []string{Module + "/qualify/guest/facts"}},
 		{ImportPath: Module + "/qualify/scenario", Deps: []string{tc + "/wait"}},
 	}
 	assert.DeepEqual(t, CheckPackages(pkgs, Layering, TestOnly), []string{

@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qualbox/qualbox/testbed/guest"
+	"github.com/qualbox/qualbox/qualify/guest"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 	modzip "golang.org/x/mod/zip"
@@ -46,7 +46,7 @@ var Platforms = []string{"linux/amd64", "linux/arm64", "darwin/arm64"}
 
 // ProbeCommand is the guest probe's main package, relative to Module; it is
 // installed for the Linux platforms and goes into the guest image archives.
-const ProbeCommand = "testbed/guest/probe"
+const ProbeCommand = "qualify/guest/probe"
 
 // ImagesFile is the name of the file listing the guest image archives:
 // one "<image ID>  <archive name>" line per archive, the ID being the

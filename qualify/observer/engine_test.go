@@ -13,9 +13,9 @@ import (
 	"gotest.tools/v3/skip"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 const endpoint = "unix:///var/run/docker.sock"

@@ -24,7 +24,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/qualbox/qualbox/testbed/guest/facts"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
 
 // v1Unlimited is the v1 page counter's "no limit" (PAGE_COUNTER_MAX pages

@@ -22,9 +22,9 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/dataset"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/dataset"
-	"github.com/qualbox/qualbox/testbed/guest/facts"
 )
 
 // Datasets qualifies shared read-only datasets (docs/contract.md#datasets)

@@ -10,7 +10,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"github.com/qualbox/qualbox/driver"
-	"github.com/qualbox/qualbox/testbed/dataset"
+	"github.com/qualbox/qualbox/qualify/dataset"
 )
 
 const dsID = "sha256:3cefecd23a478ffa95d45a8731acc44fe169fcf91c71485fe8b3b15eac7719ec"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/profiles"
-	"github.com/qualbox/qualbox/testbed/syntheticengine"
+	"github.com/qualbox/qualbox/qualify/syntheticengine"
 )
 
 // DesktopAdmission runs the admission of both Apple Silicon Desktop

@@ -13,7 +13,7 @@ import (
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
-	"github.com/qualbox/qualbox/testbed/syntheticengine"
+	"github.com/qualbox/qualbox/qualify/syntheticengine"
 )
 
 // laneDReport is lane D's committed, signed report of a real arm64 Engine

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 // LostEngineReplies puts a scenario-owned Unix socket proxy between the

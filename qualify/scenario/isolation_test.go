@@ -8,8 +8,8 @@ import (
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/guest/facts"
 )
 
 // checkNamed runs compareFacts on f under profile and returns the check

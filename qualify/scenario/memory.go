@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/guest/facts"
 )
 
 // MemoryExhaustion allocates beyond memoryBytes inside a sandbox

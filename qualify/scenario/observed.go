@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/guest/facts"
 )
 
 // observed is one started sandbox under the cgroup observer: the keeper PID

@@ -14,8 +14,8 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/guest/facts"
 )
 
 // noParams is the Validate of scenarios without params.

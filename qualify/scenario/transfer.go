@@ -15,9 +15,9 @@ import (
 	"strings"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/qualify/archivecorpus"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/archivetest"
-	"github.com/qualbox/qualbox/testbed/faultproxy"
 )
 
 // Transfer qualifies workspace transfer (docs/qualification.md#scenarios) on the
@@ -57,9 +57,9 @@ type TransferParams struct {
 }
 
 // HostileArchiveNames lists the hostile-archive cases of the transfer
-// scenario, in the order they run (archivetest.HostileNames; each case's
-// crafted body and expected rejection are archivetest.Hostiles).
-var HostileArchiveNames = archivetest.HostileNames
+// scenario, in the order they run (archivecorpus.HostileNames; each case's
+// crafted body and expected rejection are archivecorpus.Hostiles).
+var HostileArchiveNames = archivecorpus.HostileNames
 
 // TransferCases are the transfer scenario's cases, in run order.
 var TransferCases = []string{"round-trip", "guest-symlink", "hostile-archives"}
@@ -539,7 +539,7 @@ func isOp(err error, code sandboxapi.Code) bool {
 }
 
 func transferHostile(ctx context.Context, env *Env, rec *Record, dir string, names []string) error {
-	cases, err := archivetest.Hostiles(names...)
+	cases, err := archivecorpus.Hostiles(names...)
 	if err != nil {
 		return err
 	}

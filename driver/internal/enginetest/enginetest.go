@@ -13,8 +13,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/sandboxapi"
-	"github.com/qualbox/qualbox/testbed/guest"
 )
 
 // Socket is the Engine socket tests use: $QUALBOX_ENGINE_SOCKET or the

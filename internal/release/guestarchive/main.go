@@ -19,7 +19,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/qualbox/qualbox/testbed/guest"
+	"github.com/qualbox/qualbox/qualify/guest"
 )
 
 func main() {

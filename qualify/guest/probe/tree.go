@@ -11,7 +11,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/qualbox/qualbox/testbed/guest/facts"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
 
 // maxTreeEntries bounds one tree walk so a huge directory cannot make the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/qualbox/qualbox/testbed/guest/facts"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,6 +1,6 @@
 // Command qualbox-probe runs inside a qualbox sandbox and reports, as JSON on
 // stdout, the isolation the kernel applies to it (package
-// github.com/qualbox/qualbox/testbed/guest/facts defines the schema), or
+// github.com/qualbox/qualbox/qualify/guest/facts defines the schema), or
 // performs one workload action for a qualification scenario.
 //
 // It is built static (CGO_ENABLED=0) and installed in the guest image at

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/qualbox/qualbox/testbed/guest/facts"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
 
 const mib = 1 << 20

@@ -21,7 +21,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/skip"
 
-	"github.com/qualbox/qualbox/testbed/faultproxy"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 )
 
 func engineSocket() string {

@@ -30,9 +30,9 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/qualbox/qualbox/testbed/guest/facts"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 
-	"github.com/qualbox/qualbox/testbed/guest"
+	"github.com/qualbox/qualbox/qualify/guest"
 )
 
 // Entry is one entry of a dataset image's single layer.

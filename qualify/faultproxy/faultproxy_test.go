@@ -18,7 +18,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"github.com/qualbox/qualbox/testbed/faultproxy"
+	"github.com/qualbox/qualbox/qualify/faultproxy"
 )
 
 // shortDir returns a fresh directory with a short path: t.TempDir embeds

@@ -17,7 +17,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"github.com/qualbox/qualbox/testbed/guest/facts"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
 
 // Run checks of the built guest image. The containers here are fixtures,

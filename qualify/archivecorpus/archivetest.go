@@ -1,11 +1,11 @@
-// Package archivetest holds fixtures for archive validation: crafted
+// Package archivecorpus holds fixtures for archive validation: crafted
 // hostile tar bodies that a workspace export must reject, the tar builder
 // they are made with and hand-made header blocks (raw ustar, GNU sparse)
 // that archive/tar's writer refuses to produce.
 //
 // It imports neither package archive nor the driver, so archive's own
 // tests can use it too.
-package archivetest
+package archivecorpus
 
 import (
 	"archive/tar"
@@ -53,16 +53,16 @@ func Tar(ents ...Ent) []byte {
 			h.Devmajor, h.Devminor = 1, 3
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			panic(fmt.Sprintf("archivetest: entry %q: %v", e.Name, err))
+			panic(fmt.Sprintf("archivecorpus: entry %q: %v", e.Name, err))
 		}
 		if typ == tar.TypeReg {
 			if _, err := io.WriteString(tw, e.Body); err != nil {
-				panic(fmt.Sprintf("archivetest: entry %q: %v", e.Name, err))
+				panic(fmt.Sprintf("archivecorpus: entry %q: %v", e.Name, err))
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		panic(fmt.Sprintf("archivetest: %v", err))
+		panic(fmt.Sprintf("archivecorpus: %v", err))
 	}
 	return buf.Bytes()
 }
@@ -158,7 +158,7 @@ func Hostiles(names ...string) ([]Hostile, error) {
 	for _, n := range names {
 		h, ok := all[n]
 		if !ok {
-			return nil, fmt.Errorf("archivetest: unknown hostile archive %q; known: %q", n, HostileNames)
+			return nil, fmt.Errorf("archivecorpus: unknown hostile archive %q; known: %q", n, HostileNames)
 		}
 		h.Name = n
 		out = append(out, h)

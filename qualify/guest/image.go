@@ -52,7 +52,7 @@ const (
 	SandboxGID = 65534
 
 	// ProbePackage is the probe's Go import path.
-	ProbePackage = "github.com/qualbox/qualbox/testbed/guest/probe"
+	ProbePackage = "github.com/qualbox/qualbox/qualify/guest/probe"
 
 	// DefaultBusybox is Debian's busybox-static binary on the host.
 	DefaultBusybox = "/bin/busybox"

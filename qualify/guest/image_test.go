@@ -20,7 +20,7 @@ import (
 	"gotest.tools/v3/poll"
 	"gotest.tools/v3/skip"
 
-	"github.com/qualbox/qualbox/testbed/guest/facts"
+	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
 
 const engine = "unix:///var/run/docker.sock"
