@@ -501,7 +501,7 @@ image() {
 	base=$CACHE/base-$bkey.tar
 	[ "$ARCH" != arm64 ] || ARM64_KERNEL_PKG=$(arm64_kernel_pkg)
 	if [ -n "$EMULATE" ]; then
-		QEMU_USER_PKG=$(apt-cache show "qemu-user-static:$ARCH" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+		QEMU_USER_PKG=$(candidate_version "qemu-user-static:$ARCH")
 		[ -n "$QEMU_USER_PKG" ] || die "no qemu-user-static:$ARCH in this host's package lists"
 	fi
 	# The base first: debootstrap needs no tuple, and a tuple build can
@@ -609,8 +609,17 @@ arm64_kernel_pkg() {
 		die "lane D takes its kernel package from this host's arm64 package lists, which are ${host:-of no named release}'s, not LANEC_SUITE=$SUITE's; run lane D on a Debian $SUITE host or with LANEC_SUITE=$host"
 	name=$(apt-cache depends linux-image-arm64:arm64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^:]*\).*/\1/p' | head -n 1)
 	[ -n "$name" ] || die "no linux-image-arm64 in this host's arm64 package lists (run: dpkg --add-architecture arm64 && apt-get update)"
-	ver=$(apt-cache show "$name:arm64" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+	ver=$(candidate_version "$name:arm64")
+	[ -n "$ver" ] || die "no installable $name:arm64 in this host's arm64 package lists"
 	echo "$name $ver"
+}
+
+# candidate_version PKG prints the version apt would install of PKG (the
+# one `apt-get download PKG` fetches, which is what goes into the image),
+# or nothing when PKG has no candidate. `apt-cache show` is not used: it
+# lists every known version in no promised order.
+candidate_version() {
+	apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '^(none)$' | head -n 1 || true
 }
 
 # arm64_kernel ROOT OUT TMP unpacks the kernel package ARM64_KERNEL_PKG into

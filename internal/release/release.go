@@ -376,7 +376,7 @@ func Build(opts Options) ([]string, error) {
 			continue
 		}
 		name := "qualbox-guest-linux-" + goarch + ".tar"
-		id, err := writeImage(filepath.Join(opts.Out, name), busybox, filepath.Join(bin, filepath.Base(ProbeCommand)), goarch)
+		id, err := WriteImage(filepath.Join(opts.Out, name), busybox, filepath.Join(bin, filepath.Base(ProbeCommand)), goarch)
 		if err != nil {
 			return nil, err
 		}
@@ -400,9 +400,13 @@ func Build(opts Options) ([]string, error) {
 	return names, nil
 }
 
-// writeImage writes the guest image archive for arch at dst from the
-// busybox and probe files, and returns its image ID.
-func writeImage(dst, busybox, probe, arch string) (string, error) {
+// WriteImage writes the guest image archive (a docker-archive tar, the
+// one `qualify run --image-archive` loads) for arch (a GOARCH: amd64 or
+// arm64) at dst from the static busybox and probe files, and returns its
+// image ID ("sha256:" and 64 hex digits). The archive is complete under
+// dst or absent: it is written beside dst and renamed into place. Errors
+// name the file or the architecture that failed.
+func WriteImage(dst, busybox, probe, arch string) (string, error) {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return "", fmt.Errorf("release: busybox for %s: %w", arch, err)
@@ -416,7 +420,25 @@ func writeImage(dst, busybox, probe, arch string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("release: guest image for %s (busybox %s): %w", arch, busybox, err)
 	}
-	if err := os.WriteFile(dst, buf.Bytes(), 0o644); err != nil {
+	// Written beside dst and renamed into place, so that a failed or
+	// interrupted write never leaves a partial archive under dst's name.
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".guest-image-*")
+	if err != nil {
+		return "", fmt.Errorf("release: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("release: %w", err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("release: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("release: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return "", fmt.Errorf("release: %w", err)
 	}
 	return id, nil

@@ -119,3 +119,23 @@ func write(t *testing.T, dir, name, body string) {
 	assert.NilError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 	assert.NilError(t, os.WriteFile(p, []byte(body), 0o644))
 }
+
+// A guest image that cannot be written leaves nothing under its name and
+// no temporary file beside it; the error names what was wrong.
+func TestWriteImageLeavesNothingOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	bb, probe := filepath.Join(dir, "busybox"), filepath.Join(dir, "probe")
+	assert.NilError(t, os.WriteFile(bb, []byte("#!/bin/sh\n"), 0o755))
+	assert.NilError(t, os.WriteFile(probe, []byte("not an ELF"), 0o755))
+	out := filepath.Join(dir, "out")
+	assert.NilError(t, os.Mkdir(out, 0o755))
+	dst := filepath.Join(out, "guest.tar")
+
+	_, err := WriteImage(dst, bb, probe, "amd64")
+	assert.ErrorContains(t, err, "busybox")
+	_, err = WriteImage(dst, bb, filepath.Join(dir, "missing"), "amd64")
+	assert.ErrorContains(t, err, "probe for amd64")
+	entries, err := os.ReadDir(out)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(entries, 0), "left behind: %v", entries)
+}

@@ -13,13 +13,11 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 
-	"github.com/qualbox/qualbox/qualify/guest"
+	"github.com/qualbox/qualbox/internal/release"
 )
 
 func main() {
@@ -32,41 +30,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: guestarchive -arch amd64|arm64 -busybox FILE -probe FILE -out FILE")
 		os.Exit(2)
 	}
-	if err := run(*arch, *busybox, *probe, *out); err != nil {
+	id, err := release.WriteImage(*out, *busybox, *probe, *arch)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "guestarchive: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-func run(arch, busybox, probe, out string) error {
-	bb, err := os.ReadFile(busybox)
-	if err != nil {
-		return err
-	}
-	pb, err := os.ReadFile(probe)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	id, err := guest.WriteArchive(&buf, guest.ArchiveOptions{Busybox: bb, Probe: pb, Architecture: arch})
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".guestarchive-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return err
-	}
 	fmt.Println(id)
-	return nil
 }
