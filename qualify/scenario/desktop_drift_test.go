@@ -16,24 +16,41 @@ import (
 	"github.com/qualbox/qualbox/qualify/syntheticengine"
 )
 
-// laneDReport is lane D's committed, signed report of a real arm64 Engine
-// (docs/lanes.md#lane-d) and the key that signed it.
+// laneDReports holds lane D's committed, signed reports of a real arm64
+// Engine (docs/lanes.md#lane-d), one directory per run named by its start
+// time; laneDKeys holds the committed public keys that may have signed them.
 const (
-	laneDReport = "../../reports/linux-arm64/20261203T125319Z"
-	laneDKey    = "../../reports/keys/qualbox-ed25519-2026-12-02.pub"
+	laneDReports = "../../reports/linux-arm64"
+	laneDKeys    = "../../reports/keys"
 )
 
-// realArm64Engine returns the Engine facts lane D's report recorded, after
-// verifying the report's signature: the synthetic Desktop Engine is checked
-// against evidence, never against a file anyone could edit.
+// realArm64Engine returns the Engine facts lane D's newest report recorded,
+// after verifying the report's signature with one of the committed keys:
+// the synthetic Desktop Engine is checked against evidence, never against
+// a file anyone could edit.
 func realArm64Engine(t *testing.T) driver.EngineFacts {
 	t.Helper()
-	key, err := attest.LoadPublicKey(laneDKey)
+	runs, err := filepath.Glob(filepath.Join(laneDReports, "*", "evidence.dsse.json"))
 	assert.NilError(t, err)
-	s, err := evidence.VerifyRun(context.Background(), filepath.Clean(laneDReport), key)
+	assert.Assert(t, len(runs) > 0, "no lane D report under %s", laneDReports)
+	slices.Sort(runs)
+	newest := filepath.Dir(runs[len(runs)-1])
+	keys, err := filepath.Glob(filepath.Join(laneDKeys, "*.pub"))
 	assert.NilError(t, err)
-	assert.Equal(t, s.Run.Profile, "linux-arm64")
-	return s.Run.Engine
+	var errs []string
+	for _, k := range keys {
+		key, err := attest.LoadPublicKey(k)
+		assert.NilError(t, err)
+		s, err := evidence.VerifyRun(context.Background(), newest, key)
+		if err != nil {
+			errs = append(errs, k+": "+err.Error())
+			continue
+		}
+		assert.Equal(t, s.Run.Profile, "linux-arm64")
+		return s.Run.Engine
+	}
+	t.Fatalf("%s verifies with none of the keys under %s: %v", newest, laneDKeys, errs)
+	return driver.EngineFacts{}
 }
 
 // syntheticArm64Engine admits the native arm64 Desktop profile on the
@@ -153,4 +170,14 @@ func TestSyntheticArm64DriftIsCaught(t *testing.T) {
 	got = drift(real, syntheticArm64Engine(t, shape))
 	assert.Check(t, is.Len(got, 1), "%v", got)
 	assert.Check(t, is.Contains(strings.Join(got, "\n"), "/version Components"), "%v", got)
+
+	// A fact the real Engine reports and the synthetic one leaves empty.
+	shape = syntheticengine.Desktop()
+	for _, c := range shape.Version.Components {
+		if c.Name == "Engine" {
+			delete(c.Details, "GoVersion")
+		}
+	}
+	got = drift(real, syntheticArm64Engine(t, shape))
+	assert.Check(t, is.DeepEqual(got, []string{"/version GoVersion: real " + real.GoVersion + ", synthetic empty"}))
 }
