@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -79,4 +80,27 @@ func All() ([]Profile, error) {
 		all = append(all, p)
 	}
 	return all, nil
+}
+
+// OldestDaemonAPIVersion returns the lowest daemon.minAPIVersion of the
+// embedded profiles ("1.<minor>"): the Engine API version a harness client
+// pins when no one profile is in play (`qualify image`, `observe
+// --container`), so that it speaks to every Engine some profile admits and
+// never negotiates. It panics on an embedded profile that does not load,
+// which the package's tests rule out.
+func OldestDaemonAPIVersion() string {
+	all, err := All()
+	if err != nil {
+		panic(fmt.Sprintf("profiles: embedded profiles: %v", err)) // TestAllEmbeddedProfilesLoad rules it out.
+	}
+	oldest, oldestMinor := "", 0
+	for _, p := range all {
+		// Validation guarantees 1.<minor> with minor in range.
+		m := apiVersionPattern.FindStringSubmatch(p.Daemon.MinAPIVersion)
+		minor, _ := strconv.Atoi(m[1])
+		if oldest == "" || minor < oldestMinor {
+			oldest, oldestMinor = p.Daemon.MinAPIVersion, minor
+		}
+	}
+	return oldest
 }

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -259,5 +260,22 @@ func TestParseMalformed(t *testing.T) {
 				assert.Check(t, is.Contains(err.Error(), issue.Field))
 			}
 		})
+	}
+}
+
+// The oldest pin is the lowest daemon.minAPIVersion of the embedded
+// profiles (lane A's linux-x64-cgroupv1, 1.41), and no profile's is lower.
+func TestOldestDaemonAPIVersion(t *testing.T) {
+	all, err := All()
+	assert.NilError(t, err)
+	got := OldestDaemonAPIVersion()
+	assert.Equal(t, got, "1.41")
+	for _, p := range all {
+		var pm, gm int
+		_, err := fmt.Sscanf(p.Daemon.MinAPIVersion, "1.%d", &pm)
+		assert.NilError(t, err)
+		_, err = fmt.Sscanf(got, "1.%d", &gm)
+		assert.NilError(t, err)
+		assert.Check(t, gm <= pm, "%s: %s is older than %s", p.Name, p.Daemon.MinAPIVersion, got)
 	}
 }

@@ -48,6 +48,7 @@ import (
 
 	"github.com/qualbox/qualbox/internal/cli"
 	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/observer"
@@ -193,7 +194,9 @@ loop:
 // keeper resolves a container's keeper PID with one inspect, then closes
 // the Engine connection: everything after is /proc and /sys only.
 func keeper(ctx context.Context, endpoint, id string) (int, error) {
-	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-observe"))
+	// One container inspect, through the oldest API version any profile
+	// admits, pinned as the driver pins its own: never negotiated.
+	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-observe"), client.WithAPIVersion(profiles.OldestDaemonAPIVersion()))
 	if err != nil {
 		return 0, err
 	}

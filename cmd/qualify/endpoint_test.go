@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/moby/client"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+	"gotest.tools/v3/skip"
 
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify"
@@ -84,4 +86,23 @@ func TestVersionJSON(t *testing.T) {
 	assert.Check(t, is.Contains(stdout.String(), "\ncatalogue: v"))
 	stdout.Reset()
 	assert.Equal(t, run(context.Background(), []string{"version", "--json", "x"}, &stdout, &stderr), exitcode.Usage)
+}
+
+// The harness's client pins the API version it is given and never
+// negotiates: on lane A (Debian's Engine 20.10, API 1.41) the 1.41 pin of
+// its profile is what every request speaks, and a pin the Engine does
+// not serve is refused at connect, naming the version and what the Engine
+// reports, instead of failing some later request.
+func TestConnectPinsTheAPIVersion(t *testing.T) {
+	eng, err := connect(context.Background(), defaultEndpoint, "1.41")
+	skip.If(t, err != nil && strings.Contains(err.Error(), "no Docker Engine answers"), "lane A: %v", err)
+	assert.NilError(t, err)
+	ver, err := eng.ServerVersion(context.Background(), client.ServerVersionOptions{})
+	assert.NilError(t, err)
+	eng.Close()
+	skip.If(t, ver.APIVersion != "1.41", "lane A serves API %s, not Debian's 20.10 1.41", ver.APIVersion)
+	assert.Equal(t, eng.ClientVersion(), "1.41")
+
+	_, err = connect(context.Background(), defaultEndpoint, "1.52")
+	assert.ErrorContains(t, err, "qualify: the Engine at "+defaultEndpoint+" does not serve Engine API 1.52 (it reports API 1.41): ")
 }

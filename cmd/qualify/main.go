@@ -363,7 +363,14 @@ records the repeat count, the parallelism and each round's start order.`
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitcode.Usage
 	}
-	eng, err := connect(ctx, m.Endpoint)
+	// The harness's client speaks the profile's API version, as the
+	// driver's does (docs/contract.md#profiles-and-admission).
+	runProf, err := profiles.Load(m.Profile)
+	if err != nil {
+		fmt.Fprintf(stderr, "qualify: %v\n", err)
+		return exitcode.Usage
+	}
+	eng, err := connect(ctx, m.Endpoint, runProf.Daemon.MinAPIVersion)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitcode.Unavailable
@@ -568,7 +575,7 @@ contexts are ignored on purpose.`
 			return c.UsageError(stderr, "--busybox "+err.Error()+"; install Debian's static busybox (apt-get install busybox-static)")
 		}
 	}
-	eng, err := connect(ctx, *endpoint)
+	eng, err := connect(ctx, *endpoint, profiles.OldestDaemonAPIVersion())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitcode.Unavailable
@@ -594,17 +601,23 @@ contexts are ignored on purpose.`
 // imageIDPattern is an exact image ID, as guest.Remove accepts it.
 var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// connect returns a client of the Engine at endpoint after a successful
-// ping. When nothing answers, the error is one line naming the socket and
-// how to start an Engine.
-func connect(ctx context.Context, endpoint string) (*client.Client, error) {
-	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"))
+// connect returns a client of the Engine at endpoint that speaks exactly
+// apiVersion ("1.<minor>") on every request, as the driver's client does:
+// no negotiation, so the harness reads and builds through the API the
+// profile was qualified against. It pings first: when nothing answers, the
+// error is one line naming the socket and how to start an Engine. It then
+// reads /version through the pinned API: an Engine that does not serve it
+// is refused with an error naming the endpoint, the version and the range
+// the Engine serves.
+func connect(ctx context.Context, endpoint, apiVersion string) (*client.Client, error) {
+	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"), client.WithAPIVersion(apiVersion))
 	if err != nil {
 		return nil, fmt.Errorf("qualify: engine endpoint %s: %v", endpoint, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := eng.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+	ping, err := eng.Ping(pctx, client.PingOptions{})
+	if err != nil {
 		eng.Close()
 		cause := err.Error()
 		var opErr interface{ Unwrap() error }
@@ -612,6 +625,10 @@ func connect(ctx context.Context, endpoint string) (*client.Client, error) {
 			cause = opErr.Unwrap().Error()
 		}
 		return nil, fmt.Errorf("qualify: no Docker Engine answers at %s (%s); start one with `make engine` or `dockerd --host %s`", endpoint, oneLine(cause), endpoint)
+	}
+	if _, err := eng.ServerVersion(pctx, client.ServerVersionOptions{}); err != nil {
+		eng.Close()
+		return nil, fmt.Errorf("qualify: the Engine at %s does not serve Engine API %s (it reports API %s): %s", endpoint, apiVersion, ping.APIVersion, oneLine(err.Error()))
 	}
 	return eng, nil
 }

@@ -219,7 +219,7 @@ func TestGateRefusesPartialReports(t *testing.T) {
 // --key accepts.
 func TestRunOnlyAdmissionOnLaneA(t *testing.T) {
 	skip.If(t, testing.Short(), "runs against lane A's Engine")
-	eng, err := connect(context.Background(), defaultEndpoint)
+	eng, err := connect(context.Background(), defaultEndpoint, "1.41")
 	skip.If(t, err != nil, "lane A: %v", err)
 	eng.Close()
 	_, err = os.Stat(guest.DefaultBusybox)

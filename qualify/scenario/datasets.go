@@ -107,8 +107,11 @@ func (s Datasets) Run(ctx context.Context, env *Env, params map[string]any, rec 
 	rec.Request("workload architecture", prof.Image.Architecture)
 
 	// Image builds and removals mutate the Engine, so they use their own
-	// client; env.Engine stays read-only.
-	cli, err := client.New(client.WithHost(env.Endpoint))
+	// client; env.Engine stays read-only. It speaks the profile's daemon
+	// API version, pinned as the driver pins its own: the builds need no
+	// image mounts, and an Engine too old for datasets must still get as
+	// far as the driver's admission, which refuses it by name.
+	cli, err := client.New(client.WithHost(env.Endpoint), client.WithAPIVersion(prof.Daemon.MinAPIVersion))
 	if err != nil {
 		return err
 	}
