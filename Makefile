@@ -34,7 +34,7 @@ engine-b-down:
 
 ## test-lane-b: the driver's real-Engine tests (conformance, streams, faults, recovery) against lane B.
 test-lane-b: engine-b
-	QUALBOX_ENGINE_SOCKET=/run/qualbox-moby/docker.sock $(GO) test -count=1 -timeout 30m ./driver/...
+	QUALBOX_ENGINE_SOCKET=/run/qualbox-moby/docker.sock QUALBOX_ENGINE_RESTART="$(CURDIR)/scripts/engine.sh restart-b" $(GO) test -count=1 -timeout 30m ./driver/...
 
 ## test: vet and test every package, including the tests that need the real Engine.
 test: engine

@@ -3,6 +3,8 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 
@@ -186,4 +188,40 @@ func TestReconcileConflicts(t *testing.T) {
 		var invalid *sandboxapi.ValidationError
 		assert.Check(t, errors.As(err, &invalid), "got %v", err)
 	})
+}
+
+// A daemon restart (an upgrade, a host reboot) is the fault a sandbox host
+// sees most: records saved before it still match their resources after
+// it, so a fresh controller's Reconcile finds them matched and destroys
+// them, with nothing left on the Engine. It needs an Engine the test may
+// restart: $QUALBOX_ENGINE_RESTART is the command that restarts it
+// (lane B's `make test-lane-b` sets it to its own daemon's restart; lane A
+// restarts no daemon it did not start and leaves it unset).
+func TestReconcileAfterEngineRestart(t *testing.T) {
+	restart := os.Getenv("QUALBOX_ENGINE_RESTART")
+	if restart == "" {
+		t.Skip("QUALBOX_ENGINE_RESTART is unset: no Engine this test may restart (make test-lane-b sets it)")
+	}
+	var idle, busy store
+	startedWith(t, newBackend(t), enginetest.Policy(), sandboxapi.Persisted(idle.persist))
+	sb := startedWith(t, newBackend(t), enginetest.Policy(), sandboxapi.Persisted(busy.persist))
+	// One sandbox idle, one with its process running when the daemon
+	// goes down (live-restore off: the restart stops both).
+	pr, err := sb.ReserveProcess(sandboxapi.ProcessSpec{Executable: "/bin/sleep", Args: []string{"600"}, Cwd: sb.Workspace()})
+	assert.NilError(t, err)
+	_, err = pr.Start(context.Background())
+	assert.NilError(t, err)
+	records := []sandboxapi.RecoveryRecord{idle.latest(), busy.latest()}
+
+	out, err := exec.Command("/bin/sh", "-c", restart).CombinedOutput()
+	assert.NilError(t, err, "%s: %s", restart, out)
+
+	fresh := newBackend(t)
+	for _, r := range records {
+		rec, err := fresh.Reconcile(context.Background(), r)
+		assert.NilError(t, err)
+		assert.Equal(t, rec.Kind, sandboxapi.ReconciliationMatched, rec.Reason)
+		assert.NilError(t, rec.Owner.Destroy(context.Background()))
+		assertGone(t, r)
+	}
 }

@@ -37,8 +37,14 @@ var (
 	// _data directory (RFC 3339, seconds), which moves whenever the volume
 	// root changes (prepareWork, copy-up, the workload), so a recorded
 	// fingerprint would stop matching the same volume.
-	fingerprintVolumeFields  = []string{"Name", "Driver", "Mountpoint", "Labels", "Options", "Scope"}
-	fingerprintNetworkFields = []string{
+	// HostConfig lists the Engine re-serialises across a daemon restart:
+	// reported as null before it and as [] after it (measured on lane B's
+	// Moby v2), with the same meaning, none. A fingerprint treats the
+	// two as equal, so that a record saved before a restart still matches
+	// the same container after it; any entry is still a difference.
+	fingerprintEmptyListIsNull = []string{"Dns", "DnsOptions", "DnsSearch"}
+	fingerprintVolumeFields    = []string{"Name", "Driver", "Mountpoint", "Labels", "Options", "Scope"}
+	fingerprintNetworkFields   = []string{
 		"Id", "Name", "Created", "Driver", "Scope", "Internal", "Attachable", "Ingress", "EnableIPv6",
 		"ConfigOnly", "IPAM", "Options", "Labels",
 	}
@@ -78,6 +84,12 @@ func containerFingerprint(raw json.RawMessage, c container.InspectResponse) (str
 	host, err := selectFields(top.HostConfig, fingerprintHostFields)
 	if err != nil {
 		return "", err
+	}
+	for _, f := range fingerprintEmptyListIsNull {
+		var list []json.RawMessage
+		if json.Unmarshal(host[f], &list) == nil && list != nil && len(list) == 0 {
+			host[f] = json.RawMessage("null")
+		}
 	}
 	type mountFP struct {
 		Type, Name, Source, Destination, Driver, Propagation string

@@ -2,11 +2,13 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/moby/moby/api/types/container"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
@@ -74,4 +76,30 @@ func TestNetworkReadbackRequiresEmptyOptions(t *testing.T) {
 	assert.NilError(t, err, "cleanup still identifies the owned network")
 	assert.Check(t, is.ErrorContains(checkRequested(sandboxapi.RoleNetwork, in), "gateway_mode_ipv4"))
 	assert.Check(t, checkRequested(sandboxapi.RoleStorage, in))
+}
+
+// A container's fingerprint is the same whether the Engine reports its
+// DNS lists as null (at create) or as [] (after a daemon restart, as
+// Moby v2 and Debian's 20.10 both do), field by field; an entry in any of
+// them is still a different container, and so is a change in a field the
+// normalisation does not touch.
+func TestFingerprintSurvivesRestartReserialisation(t *testing.T) {
+	fp := func(hostConfig string) string {
+		t.Helper()
+		raw := `{"Id":"` + strings.Repeat("a", 64) + `","Name":"/c","Image":"sha256:` + strings.Repeat("b", 64) +
+			`","Config":{"Image":"img","Cmd":["sleep"]},"HostConfig":` + hostConfig + `}`
+		var c container.InspectResponse
+		assert.NilError(t, json.Unmarshal([]byte(raw), &c))
+		got, err := containerFingerprint(json.RawMessage(raw), c)
+		assert.NilError(t, err)
+		return got
+	}
+	created := fp(`{"Dns":null,"DnsOptions":null,"DnsSearch":null,"CapAdd":null}`)
+	assert.Check(t, is.Equal(fp(`{"Dns":[],"DnsOptions":[],"DnsSearch":[],"CapAdd":null}`), created), "after a restart")
+	assert.Check(t, is.Equal(fp(`{"CapAdd":null}`), created), "absent is null")
+	for _, f := range fingerprintEmptyListIsNull {
+		assert.Check(t, is.Equal(fp(`{"`+f+`":[],"CapAdd":null}`), created), "%s: [] is null", f)
+		assert.Check(t, fp(`{"`+f+`":["1.1.1.1"],"CapAdd":null}`) != created, "%s: an entry is a difference", f)
+	}
+	assert.Check(t, fp(`{"CapAdd":[]}`) != created, "CapAdd is not normalised: [] and null stay distinct")
 }

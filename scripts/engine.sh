@@ -157,6 +157,7 @@ case "${1:-up}" in
 up-b) up_b ;;
 install-b) install_b ;;
 down-b) down_b ;;
+restart-b) down_b && up_b ;;
 status-b) if answers_b; then echo "answers: $B_SOCKET"; else echo "no answer: $B_SOCKET"; exit 1; fi ;;
 up) up ;;
 down) down ;;
