@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,18 +44,22 @@ func HostFacts(ctx context.Context, root string) *evidence.Host {
 		h.AppArmor += ", " + v
 	}
 	h.Cgroup, h.CgroupControllers = cgroupFacts(at("sys/fs/cgroup"))
-	h.Binfmt = binfmtHandlers(at("proc/sys/fs/binfmt_misc"))
+	h.BinfmtHandlers = binfmtHandlers(at("proc/sys/fs/binfmt_misc"))
+	for _, b := range h.BinfmtHandlers {
+		h.Binfmt = append(h.Binfmt, b.String())
+	}
 	return h
 }
 
 // binfmtHandlers reads the enabled handlers of the binfmt_misc file
-// system at dir, sorted by name (Host.Binfmt).
-func binfmtHandlers(dir string) []string {
+// system at dir, sorted by name (Host.BinfmtHandlers). A handler file
+// over 4 KiB, or one that is not readable, is left out.
+func binfmtHandlers(dir string) []evidence.BinfmtHandler {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []evidence.BinfmtHandler
 	for _, e := range entries {
 		if e.Name() == "register" || e.Name() == "status" || e.IsDir() {
 			continue
@@ -63,23 +68,30 @@ func binfmtHandlers(dir string) []string {
 		if err != nil || len(data) > 4096 {
 			continue
 		}
+		h := evidence.BinfmtHandler{Name: e.Name()}
 		var enabled bool
-		var interp, flags string
 		for _, line := range strings.Split(string(data), "\n") {
+			key, val, _ := strings.Cut(line, " ")
 			switch {
 			case line == "enabled":
 				enabled = true
-			case strings.HasPrefix(line, "interpreter "):
-				interp = strings.TrimPrefix(line, "interpreter ")
+			case key == "interpreter":
+				h.Interpreter = val
 			case strings.HasPrefix(line, "flags:"):
-				flags = strings.TrimSpace(strings.TrimPrefix(line, "flags:"))
+				h.Flags = strings.TrimSpace(strings.TrimPrefix(line, "flags:"))
+			case key == "offset":
+				h.Offset, _ = strconv.Atoi(val)
+			case key == "magic":
+				h.Magic = val
+			case key == "mask":
+				h.Mask = val
 			}
 		}
 		if enabled {
-			out = append(out, e.Name()+" "+interp+" flags "+flags)
+			out = append(out, h)
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b evidence.BinfmtHandler) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

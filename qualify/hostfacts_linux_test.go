@@ -12,6 +12,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
 // HostFacts on this host agrees with what the kernel reports through
@@ -64,10 +65,14 @@ func TestHostFactsReadTheirFiles(t *testing.T) {
 	// handlers, a disabled handler is left out.
 	write("proc/sys/fs/binfmt_misc/register", "")
 	write("proc/sys/fs/binfmt_misc/status", "enabled\n")
-	write("proc/sys/fs/binfmt_misc/qemu-x86_64", "enabled\ninterpreter /usr/bin/qemu-x86_64-static\nflags: F\noffset 0\nmagic 7f454c46\n")
+	write("proc/sys/fs/binfmt_misc/qemu-x86_64", "enabled\ninterpreter /usr/bin/qemu-x86_64-static\nflags: F\noffset 0\n"+
+		"magic 7f454c4602010100000000000000000002003e00\nmask fffffffffffefe00fffffffffffffffffeffffff\n")
 	write("proc/sys/fs/binfmt_misc/qemu-riscv64", "disabled\ninterpreter /usr/bin/qemu-riscv64-static\nflags: F\n")
 	h := qualify.HostFacts(context.Background(), root)
 	assert.Check(t, is.DeepEqual(h.Binfmt, []string{"qemu-x86_64 /usr/bin/qemu-x86_64-static flags F"}))
+	assert.Check(t, is.DeepEqual(h.BinfmtHandlers, []evidence.BinfmtHandler{{Name: "qemu-x86_64", Interpreter: "/usr/bin/qemu-x86_64-static", Flags: "F",
+		Magic: "7f454c4602010100000000000000000002003e00", Mask: "fffffffffffefe00fffffffffffffffffeffffff"}}))
+	assert.Check(t, is.Equal(h.BinfmtHandlers[0].ELFArchitecture(), "amd64"))
 	assert.Check(t, is.Equal(h.Kernel, "6.12.57+deb13-amd64"))
 	assert.Check(t, is.Equal(h.KernelBuild, "#1 SMP PREEMPT_DYNAMIC Debian 6.12.57-1 (2026-11-01)"))
 	assert.Check(t, is.Equal(h.LSM, "lockdown,capability,landlock,yama,apparmor"))

@@ -177,6 +177,9 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 		for _, p := range machineProblems(r, &s) {
 			fail(file, "%s", p)
 		}
+		for _, p := range emulationProblems(r, &s) {
+			fail(file, "%s", p)
+		}
 		switch {
 		case s.Verdict != sum.Verdict:
 			fail(file, "verdict %s, but evidence.json says %s", s.Verdict, sum.Verdict)

@@ -182,6 +182,10 @@ type Host struct {
 	// emulators through which an Engine there runs other architectures'
 	// images. Empty when there are none or binfmt_misc is not mounted.
 	Binfmt []string `json:"binfmt,omitempty"`
+	// BinfmtHandlers are the same handlers with their match (offset,
+	// magic, mask), from which the verifier derives which architecture's
+	// executables each one runs (BinfmtHandler.ELFArchitecture).
+	BinfmtHandlers []BinfmtHandler `json:"binfmtHandlers,omitempty"`
 }
 
 // Manifest identifies the manifest a run executed.
