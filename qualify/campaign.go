@@ -241,7 +241,7 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 	if c.cfg.Repeat > 1 {
 		ev.Repeat = j.r
 	}
-	if err := evidence.WriteJSON(filepath.Join(dir, EvidenceFile), ev); err != nil {
+	if err := evidence.WriteJSON(filepath.Join(dir, evidence.ScenarioFile), ev); err != nil {
 		c.fail(err)
 		return
 	}

@@ -33,11 +33,11 @@ import (
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
-// Output file names.
+// Output file names: the report's file set is evidence.Layout.
 const (
-	EvidenceFile = "evidence.json"
-	SummaryFile  = "summary.md"
-	JUnitFile    = "junit.xml"
+	EvidenceFile = evidence.RunFile
+	SummaryFile  = evidence.SummaryFile
+	JUnitFile    = evidence.JUnitFile
 )
 
 // Config is one run.
@@ -233,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 	// admission or an interruption: the rule verification recomputes.
 	run.Verdict = evidence.RunVerdict(run)
 	run.Timing = evidence.NewTiming(start, time.Now())
-	if err := writeReport(out, run, results); err != nil {
+	if err := evidence.WriteReport(out, run, results); err != nil {
 		return run, err
 	}
 	if cfg.SigningKey != nil {
@@ -257,26 +257,6 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 		return run, err
 	}
 	return run, evidence.Table(stdout, run)
-}
-
-// writeReport writes the run-level files, each atomically; evidence.json
-// last so that its presence marks a complete report.
-func writeReport(out string, run *evidence.Run, results []*evidence.Scenario) error {
-	md, err := evidence.Markdown(run)
-	if err != nil {
-		return err
-	}
-	if err := evidence.WriteFile(filepath.Join(out, SummaryFile), md); err != nil {
-		return err
-	}
-	junit, err := evidence.JUnit(run, results)
-	if err != nil {
-		return err
-	}
-	if err := evidence.WriteFile(filepath.Join(out, JUnitFile), junit); err != nil {
-		return err
-	}
-	return evidence.WriteJSON(filepath.Join(out, EvidenceFile), run)
 }
 
 // removeEmptyDirs removes every directory under out (not out itself) that

@@ -51,10 +51,10 @@ func (fake) Validate(params map[string]any) error {
 		return err
 	}
 	switch p.Outcome {
-	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow", "spill":
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow", "spill", "artefact":
 		return nil
 	}
-	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow, spill", p.Outcome)
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow, spill, artefact", p.Outcome)
 }
 
 func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
@@ -82,6 +82,12 @@ func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any,
 	case "spill":
 		// What scenario.Env.Backend leaves when a sandbox spilled nothing.
 		if err := os.MkdirAll(filepath.Join(env.Dir, "spill", "sorter"), 0o700); err != nil {
+			return err
+		}
+	case "artefact":
+		// A file of the scenario's own in its directory, as a scenario's
+		// records and markers are.
+		if err := os.WriteFile(filepath.Join(env.Dir, "record.json"), []byte("{}\n"), 0o644); err != nil {
 			return err
 		}
 	case "fail-check":

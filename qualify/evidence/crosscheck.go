@@ -3,7 +3,6 @@ package evidence
 import (
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -142,7 +141,7 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 		if sum.Abandoned && abandoned == "" {
 			abandoned = sum.Dir
 		}
-		file := sum.Dir + "/evidence.json"
+		file := sum.Dir + "/" + ScenarioFile
 		if want := fmt.Sprintf("%02d-%s", sum.Index, sum.Name); sum.Dir != want {
 			fail("evidence.json", "scenario %q: directory %q, want %q", sum.Name, sum.Dir, want)
 			continue
@@ -194,8 +193,8 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 		switch top, _, nested := strings.Cut(f, "/"); {
 		case isScenarioEvidence(f) && !referenced[f]:
 			fail(f, "scenario evidence that evidence.json does not list")
-		case !nested && !slices.Contains(reportFiles, f):
-			fail(f, "a file the report layout does not have: the top of a report holds only %s (docs/qualification.md#evidence)", strings.Join(reportFiles, ", "))
+		case !nested && !slices.Contains(TopFiles(false), f):
+			fail(f, "a file the report layout does not have: the top of a report holds only %s (docs/qualification.md#evidence)", strings.Join(TopFiles(false), ", "))
 		case nested && !dirs[top]:
 			fail(f, "in directory %s/, which is no scenario directory evidence.json lists", top)
 		}
@@ -217,27 +216,24 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 	for _, p := range campaignProblems(r) {
 		fail("evidence.json", "%s", p)
 	}
-	if data, err := read("summary.md"); err == nil {
-		for _, p := range summaryProblems(r, data) {
-			fail("summary.md", "%s", p)
+	for _, f := range Layout {
+		if f.check == nil {
+			continue
 		}
-	}
-	if data, err := read("junit.xml"); err == nil {
-		for _, p := range junitProblems(r, data) {
-			fail("junit.xml", "%s", p)
+		if data, err := read(f.Name); err == nil {
+			for _, p := range f.check(r, data) {
+				fail(f.Name, "%s", p)
+			}
 		}
 	}
 	return files, errors.Join(errs...)
 }
 
-// reportFiles are the files at the top of a report besides the envelope;
-// everything else lies in a scenario's directory.
-var reportFiles = []string{"evidence.json", "summary.md", "junit.xml"}
-
 // isScenarioEvidence reports whether a subject name is a scenario's
 // evidence file.
 func isScenarioEvidence(name string) bool {
-	return scenarioEvidence.MatchString(name) && path.Dir(name) != "."
+	f, ok := FileOf(name)
+	return ok && f.Name == ScenarioDir+"/"+ScenarioFile
 }
 
 // campaignProblems recomputes a repeated campaign's per-entry tallies from
