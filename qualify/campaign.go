@@ -123,24 +123,9 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 		run.Scenarios = append(run.Scenarios, *s)
 	}
 	if repeat > 1 {
-		// Tally each manifest entry over its runs.
-		for i, e := range m.Scenarios {
-			t := evidence.CampaignScenario{Index: i + 1, Name: e.Name}
-			var verdicts []evidence.Verdict
-			for r := 0; r < repeat; r++ {
-				s := c.sums[r*n+i]
-				if s.Dir == "" {
-					continue // not run: interrupted, or after an abandoned scenario
-				}
-				t.Runs++
-				if s.Verdict.Kind == evidence.Passed {
-					t.Passes++
-				}
-				verdicts = append(verdicts, s.Verdict)
-			}
-			t.Verdict = evidence.CombineRuns(verdicts)
-			run.Campaign.Scenarios = append(run.Campaign.Scenarios, t)
-		}
+		// Each manifest entry's tally over its runs, as VerifyRun
+		// recomputes it.
+		run.Campaign.Scenarios = evidence.Tally(run.Scenarios, repeat)
 	}
 	return written, nil
 }

@@ -253,25 +253,15 @@ func campaignProblems(r *Run) []string {
 	}
 	var out []string
 	n := len(c.Scenarios)
-	for i, got := range c.Scenarios {
-		want := CampaignScenario{Index: i + 1, Name: r.Scenarios[i].Name}
-		var verdicts []Verdict
-		for k := 0; k < c.Repeat; k++ {
-			s := r.Scenarios[k*n+i]
-			if s.Name != want.Name {
-				out = append(out, fmt.Sprintf("campaign entry %d is %q in repeat 1 but %q in repeat %d", i+1, want.Name, s.Name, k+1))
+	for i := range n {
+		for k := 1; k < c.Repeat; k++ {
+			if s := r.Scenarios[k*n+i]; s.Name != r.Scenarios[i].Name {
+				out = append(out, fmt.Sprintf("campaign entry %d is %q in repeat 1 but %q in repeat %d", i+1, r.Scenarios[i].Name, s.Name, k+1))
 			}
-			if s.Dir == "" {
-				continue // not run: interrupted, or after an abandoned scenario
-			}
-			want.Runs++
-			if s.Verdict.Kind == Passed {
-				want.Passes++
-			}
-			verdicts = append(verdicts, s.Verdict)
 		}
-		want.Verdict = CombineRuns(verdicts)
-		if got != want {
+	}
+	for i, want := range Tally(r.Scenarios, c.Repeat) {
+		if got := c.Scenarios[i]; got != want {
 			out = append(out, fmt.Sprintf("campaign tally %q, but its runs say %q", got, want))
 		}
 	}
