@@ -372,7 +372,7 @@ records the repeat count, the parallelism and each round's start order.`
 
 	cfg := qualify.Config{
 		Manifest: m, Registry: reg, Engine: eng, ImageID: m.Image, ImageSource: "manifest",
-		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
+		Stderr: stderr, Verbose: *verbose, SigningKey: key,
 		Repeat: *repeat, Parallel: *parallel, ScenarioTimeout: *scenarioTimeout, Selection: selection,
 		EngineBuild: build,
 	}
@@ -444,23 +444,46 @@ records the repeat count, the parallelism and each round's start order.`
 		return exitcode.Internal
 	}
 	out = cfg.Output
-	rep, err := qualify.Run(ctx, cfg)
+	res, err := qualify.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		if rep == nil {
+		if res == nil {
 			removeImage()
 			if ctx.Err() != nil {
 				return exitcode.Interrupted
 			}
 			return exitcode.Internal
 		}
+	} else {
+		err = renderRun(stdout, stderr, res, *asJSON)
+		if err != nil {
+			fmt.Fprintf(stderr, "qualify: %v\n", err)
+		}
 	}
 	fmt.Fprintf(stderr, "report: %s\n", out)
-	if rep.Image.RemoveError != "" {
+	if res.Image.RemoveError != "" {
 		// A leaked image is a cleanup failure of the run: never exit 0.
-		fmt.Fprintf(stderr, "qualify: removing image %s failed: %s\n", rep.Image.ID, rep.Image.RemoveError)
+		fmt.Fprintf(stderr, "qualify: removing image %s failed: %s\n", res.Image.ID, res.Image.RemoveError)
 	}
-	return runExit(rep, err)
+	return qualify.ExitCode(res.Run, err)
+}
+
+// renderRun renders a complete run's result: the signing line on stderr
+// when signed, then the verdict table (or, asJSON, the run evidence as
+// JSON) on stdout. An error is one writing or encoding them.
+func renderRun(stdout, stderr io.Writer, res *qualify.Result, asJSON bool) error {
+	if res.Envelope != "" {
+		fmt.Fprintf(stderr, "signed: %s (key %s)\n", res.Envelope, res.KeyID)
+	}
+	if !asJSON {
+		return evidence.Table(stdout, res.Run)
+	}
+	data, err := evidence.MarshalJSON(res.Run)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(data)
+	return err
 }
 
 // scenarioList splits the comma-separated value of flag (--only or
@@ -510,22 +533,6 @@ func checkRegularFile(path string) error {
 		return fmt.Errorf("%q: not a regular file", path)
 	}
 	return nil
-}
-
-// runExit maps a finished run to its exit status: an interruption first,
-// then a report that could not be completely written or signed (an
-// internal error: the report on disk is not a complete one), then the
-// run's verdict.
-func runExit(rep *evidence.Run, err error) int {
-	switch {
-	case rep.Interrupted:
-		return exitcode.Interrupted
-	case err != nil:
-		return exitcode.Internal
-	case !rep.Verdict.OK():
-		return exitcode.Failed
-	}
-	return exitcode.OK
 }
 
 func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
