@@ -108,125 +108,157 @@ func runVerdictProblem(r *Run) string {
 // returns the decoded scenario evidence by r.Scenarios index (nil when not
 // run or unreadable); problems are *attest.FileError values, joined.
 func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), now time.Time) ([]*Scenario, error) {
-	var errs []error
-	fail := func(file, format string, args ...any) {
-		errs = append(errs, &attest.FileError{File: file, Err: fmt.Errorf(format, args...)})
-	}
+	c := &crossChecker{r: r, read: read, now: now, referenced: map[string]bool{}}
 	files := make([]*Scenario, len(r.Scenarios))
-	abandoned := "" // the directory of an abandoned scenario listed so far
-	referenced := map[string]bool{}
 	for i, sum := range r.Scenarios {
 		// A manifest may list a scenario twice (with other params); the
 		// index and directory tell the entries apart.
 		if sum.Index != i+1 {
-			fail("evidence.json", "scenario %d %q has index %d", i+1, sum.Name, sum.Index)
+			c.fail(RunFile, "scenario %d %q has index %d", i+1, sum.Name, sum.Index)
 		}
 		if sum.Dir == "" {
-			// Not run (interrupted, or a scenario abandoned, before it):
-			// no evidence, no checks.
-			if sum.Verdict.Kind != Skipped || sum.Checks != 0 {
-				fail("evidence.json", "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
-			}
-			switch {
-			case r.Selection != nil && !r.Selection.Selected(sum.Name):
-				// Not selected (qualify run --only/--skip): selectionProblems
-				// checks its reason.
-			case sum.Abandoned:
-				fail("evidence.json", "scenario %d %q is abandoned but has no evidence directory", sum.Index, sum.Name)
-			case !r.Interrupted && abandoned == "":
-				fail("evidence.json", "scenario %d %q is listed as not run, but the run was not interrupted and no scenario before it was abandoned", sum.Index, sum.Name)
-			}
+			c.notRun(sum)
 			continue
 		}
-		if sum.Abandoned && abandoned == "" {
-			abandoned = sum.Dir
-		}
-		file := sum.Dir + "/" + ScenarioFile
-		if want := fmt.Sprintf("%02d-%s", sum.Index, sum.Name); sum.Dir != want {
-			fail("evidence.json", "scenario %q: directory %q, want %q", sum.Name, sum.Dir, want)
-			continue
-		}
-		referenced[file] = true
-		data, err := read(file)
-		if err != nil {
-			fail(file, "%v", err)
-			continue
-		}
-		var s Scenario
-		if err := attest.StrictJSONFile(data, file, &s); err != nil {
-			fail(file, "%v", err)
-			continue
-		}
-		files[i] = &s
-		if _, why := RecomputeVerdict(&s); why != "" {
-			fail(file, "%s", why)
-		}
-		if s.Abandoned != sum.Abandoned {
-			fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
-		}
-		if s.Repeat != sum.Repeat {
-			fail(file, "repeat %d, but evidence.json says %d", s.Repeat, sum.Repeat)
-		}
-		for _, p := range resourceProblems(r, &s) {
-			fail(file, "%s", p)
-		}
-		for _, p := range scenarioTimeProblems(r, sum, &s, now) {
-			fail(file, "%s", p)
-		}
-		for _, p := range machineProblems(r, &s) {
-			fail(file, "%s", p)
-		}
-		switch {
-		case s.Verdict != sum.Verdict:
-			fail(file, "verdict %s, but evidence.json says %s", s.Verdict, sum.Verdict)
-		case len(s.Checks) != sum.Checks || s.PassedChecks() != sum.Passed:
-			fail(file, "%d/%d checks passed, but evidence.json says %d/%d", s.PassedChecks(), len(s.Checks), sum.Passed, sum.Checks)
-		}
+		files[i] = c.scenario(sum)
 	}
+	c.subjects(subjects)
+	c.run()
+	return files, errors.Join(c.errs...)
+}
+
+// crossChecker is the state of one crossCheck: the report's run evidence,
+// how its files are read, the problems so far, and what the scenarios
+// listed so far established.
+type crossChecker struct {
+	r    *Run
+	read func(string) ([]byte, error)
+	now  time.Time
+	errs []error
+	// abandoned is the directory of the first abandoned scenario listed.
+	abandoned string
+	// referenced are the scenario evidence files evidence.json lists.
+	referenced map[string]bool
+}
+
+// fail records a problem of file as an *attest.FileError.
+func (c *crossChecker) fail(file, format string, args ...any) {
+	c.errs = append(c.errs, &attest.FileError{File: file, Err: fmt.Errorf(format, args...)})
+}
+
+// failAll records each of problems against file.
+func (c *crossChecker) failAll(file string, problems []string) {
+	for _, p := range problems {
+		c.fail(file, "%s", p)
+	}
+}
+
+// notRun checks a scenario listed without a directory: not run
+// (interrupted, or a scenario abandoned, before it, or not selected), so
+// no evidence and no checks.
+func (c *crossChecker) notRun(sum ScenarioSummary) {
+	r := c.r
+	if sum.Verdict.Kind != Skipped || sum.Checks != 0 {
+		c.fail(RunFile, "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
+	}
+	switch {
+	case r.Selection != nil && !r.Selection.Selected(sum.Name):
+		// Not selected (qualify run --only/--skip): selectionProblems
+		// checks its reason.
+	case sum.Abandoned:
+		c.fail(RunFile, "scenario %d %q is abandoned but has no evidence directory", sum.Index, sum.Name)
+	case !r.Interrupted && c.abandoned == "":
+		c.fail(RunFile, "scenario %d %q is listed as not run, but the run was not interrupted and no scenario before it was abandoned", sum.Index, sum.Name)
+	}
+}
+
+// scenario reads the evidence of a scenario listed with a directory and
+// checks it against its summary line; nil when it cannot be read.
+func (c *crossChecker) scenario(sum ScenarioSummary) *Scenario {
+	if sum.Abandoned && c.abandoned == "" {
+		c.abandoned = sum.Dir
+	}
+	file := sum.Dir + "/" + ScenarioFile
+	if want := fmt.Sprintf("%02d-%s", sum.Index, sum.Name); sum.Dir != want {
+		c.fail(RunFile, "scenario %q: directory %q, want %q", sum.Name, sum.Dir, want)
+		return nil
+	}
+	c.referenced[file] = true
+	data, err := c.read(file)
+	if err != nil {
+		c.fail(file, "%v", err)
+		return nil
+	}
+	var s Scenario
+	if err := attest.StrictJSONFile(data, file, &s); err != nil {
+		c.fail(file, "%v", err)
+		return nil
+	}
+	if _, why := RecomputeVerdict(&s); why != "" {
+		c.fail(file, "%s", why)
+	}
+	if s.Abandoned != sum.Abandoned {
+		c.fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
+	}
+	if s.Repeat != sum.Repeat {
+		c.fail(file, "repeat %d, but evidence.json says %d", s.Repeat, sum.Repeat)
+	}
+	c.failAll(file, resourceProblems(c.r, &s))
+	c.failAll(file, scenarioTimeProblems(c.r, sum, &s, c.now))
+	c.failAll(file, machineProblems(c.r, &s))
+	switch {
+	case s.Verdict != sum.Verdict:
+		c.fail(file, "verdict %s, but evidence.json says %s", s.Verdict, sum.Verdict)
+	case len(s.Checks) != sum.Checks || s.PassedChecks() != sum.Passed:
+		c.fail(file, "%d/%d checks passed, but evidence.json says %d/%d", s.PassedChecks(), len(s.Checks), sum.Passed, sum.Checks)
+	}
+	return &s
+}
+
+// subjects checks that every signed file has its place: scenario evidence
+// that evidence.json lists, a top-level file of the Layout, or a file in
+// a scenario directory evidence.json lists.
+func (c *crossChecker) subjects(subjects []string) {
 	dirs := map[string]bool{}
-	for _, sum := range r.Scenarios {
+	for _, sum := range c.r.Scenarios {
 		if sum.Dir != "" {
 			dirs[sum.Dir] = true
 		}
 	}
+	top := TopFiles(false)
 	for _, f := range subjects {
-		switch top, _, nested := strings.Cut(f, "/"); {
-		case isScenarioEvidence(f) && !referenced[f]:
-			fail(f, "scenario evidence that evidence.json does not list")
-		case !nested && !slices.Contains(TopFiles(false), f):
-			fail(f, "a file the report layout does not have: the top of a report holds only %s (docs/qualification.md#evidence)", strings.Join(TopFiles(false), ", "))
-		case nested && !dirs[top]:
-			fail(f, "in directory %s/, which is no scenario directory evidence.json lists", top)
+		switch dir, _, nested := strings.Cut(f, "/"); {
+		case isScenarioEvidence(f) && !c.referenced[f]:
+			c.fail(f, "scenario evidence that evidence.json does not list")
+		case !nested && !slices.Contains(top, f):
+			c.fail(f, "a file the report layout does not have: the top of a report holds only %s (docs/qualification.md#evidence)", strings.Join(top, ", "))
+		case nested && !dirs[dir]:
+			c.fail(f, "in directory %s/, which is no scenario directory evidence.json lists", dir)
 		}
 	}
+}
+
+// run checks the run evidence's own claims and the run-level files that
+// the Layout cross-checks against it.
+func (c *crossChecker) run() {
+	r := c.r
 	if why := runVerdictProblem(r); why != "" {
-		fail("evidence.json", "%s", why)
+		c.fail(RunFile, "%s", why)
 	}
 	for _, check := range []func(*Run) []string{hostProblems, tupleProblems, imageProblems} {
-		for _, p := range check(r) {
-			fail("evidence.json", "%s", p)
-		}
+		c.failAll(RunFile, check(r))
 	}
-	for _, p := range timingProblems("run", r.Timing, now) {
-		fail("evidence.json", "%s", p)
-	}
-	for _, p := range selectionProblems(r) {
-		fail("evidence.json", "%s", p)
-	}
-	for _, p := range campaignProblems(r) {
-		fail("evidence.json", "%s", p)
-	}
+	c.failAll(RunFile, timingProblems("run", r.Timing, c.now))
+	c.failAll(RunFile, selectionProblems(r))
+	c.failAll(RunFile, campaignProblems(r))
 	for _, f := range Layout {
 		if f.check == nil {
 			continue
 		}
-		if data, err := read(f.Name); err == nil {
-			for _, p := range f.check(r, data) {
-				fail(f.Name, "%s", p)
-			}
+		if data, err := c.read(f.Name); err == nil {
+			c.failAll(f.Name, f.check(r, data))
 		}
 	}
-	return files, errors.Join(errs...)
 }
 
 // isScenarioEvidence reports whether a subject name is a scenario's
