@@ -110,6 +110,14 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 		rounds = append(rounds, round)
 	}
 
+	return c.finish(rounds, repeat, parallel), nil
+}
+
+// finish fills run.Scenarios with every run in campaign order and
+// run.Campaign (when repeated or parallel, with each entry's tally when
+// repeated), and returns the scenario evidence that was written.
+func (c *campaign) finish(rounds []evidence.CampaignRound, repeat, parallel int) []*evidence.Scenario {
+	run := c.run
 	var written []*evidence.Scenario
 	for _, ev := range c.results {
 		if ev != nil {
@@ -127,7 +135,7 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 		// recomputes it.
 		run.Campaign.Scenarios = evidence.Tally(run.Scenarios, repeat)
 	}
-	return written, nil
+	return written
 }
 
 // dirName is the directory of j's evidence: "<nn>-<name>" with the
