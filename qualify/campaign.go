@@ -110,6 +110,14 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 		rounds = append(rounds, round)
 	}
 
+	return c.finish(rounds, repeat, parallel), nil
+}
+
+// finish fills run.Scenarios with every run in campaign order and
+// run.Campaign (when repeated or parallel, with each entry's tally when
+// repeated), and returns the scenario evidence that was written.
+func (c *campaign) finish(rounds []evidence.CampaignRound, repeat, parallel int) []*evidence.Scenario {
+	run := c.run
 	var written []*evidence.Scenario
 	for _, ev := range c.results {
 		if ev != nil {
@@ -123,26 +131,11 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 		run.Scenarios = append(run.Scenarios, *s)
 	}
 	if repeat > 1 {
-		// Tally each manifest entry over its runs.
-		for i, e := range m.Scenarios {
-			t := evidence.CampaignScenario{Index: i + 1, Name: e.Name}
-			var verdicts []evidence.Verdict
-			for r := 0; r < repeat; r++ {
-				s := c.sums[r*n+i]
-				if s.Dir == "" {
-					continue // not run: interrupted, or after an abandoned scenario
-				}
-				t.Runs++
-				if s.Verdict.Kind == evidence.Passed {
-					t.Passes++
-				}
-				verdicts = append(verdicts, s.Verdict)
-			}
-			t.Verdict = evidence.CombineRuns(verdicts)
-			run.Campaign.Scenarios = append(run.Campaign.Scenarios, t)
-		}
+		// Each manifest entry's tally over its runs, as VerifyRun
+		// recomputes it.
+		run.Campaign.Scenarios = evidence.Tally(run.Scenarios, repeat)
 	}
-	return written, nil
+	return written
 }
 
 // dirName is the directory of j's evidence: "<nn>-<name>" with the
@@ -241,7 +234,7 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 	if c.cfg.Repeat > 1 {
 		ev.Repeat = j.r
 	}
-	if err := evidence.WriteJSON(filepath.Join(dir, EvidenceFile), ev); err != nil {
+	if err := evidence.WriteJSON(filepath.Join(dir, evidence.ScenarioFile), ev); err != nil {
 		c.fail(err)
 		return
 	}

@@ -96,7 +96,7 @@ func TestRunRepeatCountsPassesAndFlakes(t *testing.T) {
 		namespaces[ev.Namespace] = true
 	}
 	assert.Equal(t, run.Verdict.Kind, evidence.Failed)
-	assert.Equal(t, qualify.ExitCode(run), 1)
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 1)
 
 	assert.Assert(t, run.Campaign != nil)
 	assert.Equal(t, run.Campaign.Repeat, 4)

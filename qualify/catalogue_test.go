@@ -102,7 +102,7 @@ func runScenarios(t *testing.T, names ...string) (*evidence.Run, string) {
 			assert.Check(t, r.Absent != nil && *r.Absent, "%s: %s %s present after cleanup", sum.Name, r.Role, r.ID)
 		}
 	}
-	return run, out
+	return run.Run, out
 }
 
 // scenarioEvidence reads one scenario's evidence from a run directory.

@@ -77,7 +77,7 @@ func TestRealEngineEndToEnd(t *testing.T) {
 		Stderr: testWriter{t},
 	})
 	assert.NilError(t, err)
-	assert.Equal(t, qualify.ExitCode(run), 0)
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 0)
 	assert.Equal(t, run.Verdict.Kind, evidence.Passed)
 	assert.Equal(t, run.Engine.CgroupVersion, "1")
 	assert.Assert(t, run.Admission.OK, "header admission: %s", run.Admission.Error)

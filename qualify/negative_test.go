@@ -102,7 +102,7 @@ func runLie(t *testing.T, l lie) *evidence.Scenario {
 		Manifest: m, Output: out, Registry: reg, Engine: cli, ImageID: img, ImageSource: "manifest", Host: l.host, Stderr: testWriter{t},
 	})
 	assert.NilError(t, err)
-	ev := scenarioEvidence(t, out, run, l.scenario)
+	ev := scenarioEvidence(t, out, run.Run, l.scenario)
 	t.Cleanup(func() { removeLeftBehind(t, cli, ev) })
 	if proxy != nil {
 		t.Logf("proxy fired: %+v", proxy.Fired())

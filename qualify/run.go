@@ -26,6 +26,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
@@ -33,11 +34,11 @@ import (
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
-// Output file names.
+// Output file names: the report's file set is evidence.Layout.
 const (
-	EvidenceFile = "evidence.json"
-	SummaryFile  = "summary.md"
-	JUnitFile    = "junit.xml"
+	EvidenceFile = evidence.RunFile
+	SummaryFile  = evidence.SummaryFile
+	JUnitFile    = evidence.JUnitFile
 )
 
 // Config is one run.
@@ -65,11 +66,9 @@ type Config struct {
 	// RemoveImage, when set, removes the image the run built; it runs after
 	// the last scenario and its outcome is recorded in the run evidence.
 	RemoveImage func(ctx context.Context) error
-	// Stdout receives the table (or the run evidence JSON when JSON is
-	// set); Stderr receives progress lines. Nil discards.
-	Stdout, Stderr io.Writer
-	// JSON prints the run evidence as JSON on Stdout instead of the table.
-	JSON bool
+	// Stderr receives progress lines, each ending in a newline; nil
+	// discards. Run prints nothing else: the caller renders the Result.
+	Stderr io.Writer
 	// Verbose prints scenario detail lines on Stderr.
 	Verbose bool
 	// SigningKey, when set, signs the complete report: Run writes
@@ -117,16 +116,36 @@ type Config struct {
 	Host fs.FS
 }
 
-// ExitCode maps a run to the CLI's exit status: 130 when interrupted, 1
-// when a scenario failed, 0 otherwise.
-func ExitCode(r *evidence.Run) int {
+// Result is what Run did: the run evidence it wrote and where.
+type Result struct {
+	// Run is the run evidence, as written to evidence.json (or as far as
+	// it got when writing or signing the report failed).
+	*evidence.Run
+	// Dir is the report directory, a canonical absolute path.
+	Dir string
+	// Envelope is the path of the signed report's envelope
+	// (attest.EnvelopeFile in Dir) and KeyID the ID of the key that signed
+	// it (attest.KeyID); both empty when the report is not signed.
+	Envelope, KeyID string
+}
+
+// ExitCode maps a run to the CLI's exit status (internal/exitcode): an
+// interruption first (exitcode.Interrupted), then err, a report that could
+// not be completely written or signed (exitcode.Internal: the report on
+// disk is not a complete one), then the run's verdict (exitcode.Failed
+// unless it is OK). r nil (no report) is exitcode.Internal.
+func ExitCode(r *evidence.Run, err error) int {
 	switch {
+	case r == nil:
+		return exitcode.Internal
 	case r.Interrupted:
-		return 130
+		return exitcode.Interrupted
+	case err != nil:
+		return exitcode.Internal
 	case !r.Verdict.OK():
-		return 1
+		return exitcode.Failed
 	}
-	return 0
+	return exitcode.OK
 }
 
 // DefaultOutput is the default output directory for a run starting at t:
@@ -177,15 +196,17 @@ func PrepareOutput(dir string) (string, error) {
 }
 
 // Run executes the manifest's scenarios in order and writes the evidence.
-// It returns the run evidence; the error is for problems that prevent a
-// report (output directory, writing files). Cancelling ctx marks the
+// It returns what it wrote; the error is for problems that prevent a
+// report (output directory: nil Result) or a complete one (writing or
+// signing files: the Result holds the run as far as it got). Progress
+// goes to cfg.Stderr; rendering the Result is the caller's. Cancelling ctx marks the
 // running scenario failed ("interrupted", after its cleanup ran) and the
 // rest skipped ("not run"), then writes the partial report. A scenario
 // past cfg.ScenarioTimeout fails and the run goes on; one that does not
 // return after its cancellation is abandoned and the rest are skipped.
-func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	m := cfg.Manifest
-	stdout, stderr := orDiscard(cfg.Stdout), orDiscard(cfg.Stderr)
+	stderr := orDiscard(cfg.Stderr)
 	out, err := PrepareOutput(cfg.Output)
 	if err != nil {
 		return nil, err
@@ -233,50 +254,24 @@ func Run(ctx context.Context, cfg Config) (*evidence.Run, error) {
 	// admission or an interruption: the rule verification recomputes.
 	run.Verdict = evidence.RunVerdict(run)
 	run.Timing = evidence.NewTiming(start, time.Now())
-	if err := writeReport(out, run, results); err != nil {
-		return run, err
+	res := &Result{Run: run, Dir: out}
+	if err := evidence.WriteReport(out, run, results); err != nil {
+		return res, err
 	}
 	if cfg.SigningKey != nil {
 		// A scenario's spill directory (scenario.Env.Backend) is left
 		// empty by a sandbox that spilled nothing; a signed report holds
 		// no directory without a subject, so it goes before signing.
 		if err := removeEmptyDirs(out); err != nil {
-			return run, fmt.Errorf("sign report: %w", err)
+			return res, fmt.Errorf("sign report: %w", err)
 		}
 		if err := evidence.SignRun(context.WithoutCancel(ctx), out, cfg.SigningKey, run); err != nil {
-			return run, fmt.Errorf("sign report: %w", err)
+			return res, fmt.Errorf("sign report: %w", err)
 		}
-		fmt.Fprintf(stderr, "signed: %s (key %s)\n", filepath.Join(out, attest.EnvelopeFile), attest.KeyID(cfg.SigningKey.Public().(ed25519.PublicKey)))
+		res.Envelope = filepath.Join(out, attest.EnvelopeFile)
+		res.KeyID = attest.KeyID(cfg.SigningKey.Public().(ed25519.PublicKey))
 	}
-	if cfg.JSON {
-		data, err := evidence.MarshalJSON(run)
-		if err != nil {
-			return run, err
-		}
-		_, err = stdout.Write(data)
-		return run, err
-	}
-	return run, evidence.Table(stdout, run)
-}
-
-// writeReport writes the run-level files, each atomically; evidence.json
-// last so that its presence marks a complete report.
-func writeReport(out string, run *evidence.Run, results []*evidence.Scenario) error {
-	md, err := evidence.Markdown(run)
-	if err != nil {
-		return err
-	}
-	if err := evidence.WriteFile(filepath.Join(out, SummaryFile), md); err != nil {
-		return err
-	}
-	junit, err := evidence.JUnit(run, results)
-	if err != nil {
-		return err
-	}
-	if err := evidence.WriteFile(filepath.Join(out, JUnitFile), junit); err != nil {
-		return err
-	}
-	return evidence.WriteJSON(filepath.Join(out, EvidenceFile), run)
+	return res, nil
 }
 
 // removeEmptyDirs removes every directory under out (not out itself) that

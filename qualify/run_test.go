@@ -51,10 +51,10 @@ func (fake) Validate(params map[string]any) error {
 		return err
 	}
 	switch p.Outcome {
-	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow", "spill":
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow", "spill", "artefact":
 		return nil
 	}
-	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow, spill", p.Outcome)
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow, spill, artefact", p.Outcome)
 }
 
 func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
@@ -82,6 +82,12 @@ func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any,
 	case "spill":
 		// What scenario.Env.Backend leaves when a sandbox spilled nothing.
 		if err := os.MkdirAll(filepath.Join(env.Dir, "spill", "sorter"), 0o700); err != nil {
+			return err
+		}
+	case "artefact":
+		// A file of the scenario's own in its directory, as a scenario's
+		// records and markers are.
+		if err := os.WriteFile(filepath.Join(env.Dir, "record.json"), []byte("{}\n"), 0o644); err != nil {
 			return err
 		}
 	case "fail-check":
@@ -174,9 +180,12 @@ func TestRunLayoutAndVerdicts(t *testing.T) {
 	outcomes := []string{"pass", "fail-check", "error", "cleanup", "skip", "na", "panic"}
 	cfg, out := fakeRun(t, fake{}, outcomes...)
 	var stdout, stderr bytes.Buffer
-	cfg.Stdout, cfg.Stderr = &stdout, &stderr
+	cfg.Stderr = &stderr
 	run, err := qualify.Run(context.Background(), cfg)
 	assert.NilError(t, err)
+	assert.NilError(t, evidence.Table(&stdout, run.Run))
+	assert.Equal(t, run.Dir, out)
+	assert.Equal(t, run.Envelope, "", "not signed")
 
 	want := []string{"./", "01-fake/", "01-fake/evidence.json", "02-fake/", "02-fake/evidence.json",
 		"03-fake/", "03-fake/evidence.json", "04-fake/", "04-fake/evidence.json", "05-fake/", "05-fake/evidence.json",
@@ -223,7 +232,7 @@ func TestRunLayoutAndVerdicts(t *testing.T) {
 	assert.Equal(t, r.Verdict.Kind, evidence.Failed)
 	assert.Equal(t, r.Manifest.Path, "fake.yaml")
 	assert.Equal(t, len(r.Manifest.SHA256), 64)
-	assert.Equal(t, qualify.ExitCode(run), 1)
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 1)
 
 	assert.Check(t, is.Contains(stderr.String(), "[1/7] fake ... passed ("))
 	assert.Check(t, is.Contains(stderr.String(), "[5/7] fake ... skipped (needs cgroup v2) ("))
@@ -250,14 +259,11 @@ func TestRunLayoutAndVerdicts(t *testing.T) {
 
 func TestRunPassedExitsZero(t *testing.T) {
 	cfg, _ := fakeRun(t, fake{}, "pass", "skip", "na")
-	var stdout bytes.Buffer
-	cfg.Stdout, cfg.JSON = &stdout, true
 	run, err := qualify.Run(context.Background(), cfg)
 	assert.NilError(t, err)
-	assert.Equal(t, qualify.ExitCode(run), 0)
-	var printed evidence.Run
-	assert.NilError(t, json.Unmarshal(stdout.Bytes(), &printed))
-	assert.Equal(t, printed.Verdict.Kind, evidence.Passed)
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 0)
+	written := readJSON[evidence.Run](t, filepath.Join(run.Dir, qualify.EvidenceFile))
+	assert.Equal(t, written.Verdict.Kind, evidence.Passed)
 }
 
 // A scenario's empty spill directory is removed before the report is
@@ -322,7 +328,7 @@ func TestRunScenarioTimeLimit(t *testing.T) {
 	cfg.ScenarioTimeout = 100 * time.Millisecond
 	run, err := qualify.Run(context.Background(), cfg)
 	assert.NilError(t, err)
-	assert.Equal(t, qualify.ExitCode(run), 1)
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 1)
 	assert.Assert(t, !run.Interrupted)
 	assert.Equal(t, run.Scenarios[0].Verdict.Kind, evidence.Failed)
 	assert.Equal(t, run.Scenarios[1].Verdict.Kind, evidence.Passed)
@@ -351,7 +357,7 @@ func TestRunScenarioAbandoned(t *testing.T) {
 	run, err := qualify.Run(context.Background(), cfg)
 	assert.NilError(t, err)
 	assert.Check(t, time.Since(begin) < 10*time.Second, "Run waited %s", time.Since(begin))
-	assert.Equal(t, qualify.ExitCode(run), 1)
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 1)
 	assert.Assert(t, !run.Interrupted)
 	got := []evidence.Verdict{run.Scenarios[0].Verdict, run.Scenarios[1].Verdict, run.Scenarios[2].Verdict, run.Scenarios[3].Verdict}
 	want := []evidence.Verdict{{Kind: evidence.Passed}, {Kind: evidence.Failed}, {Kind: evidence.Skipped, Reason: "not run: scenario 02-fake was abandoned"}, {Kind: evidence.Skipped, Reason: "not run: scenario 02-fake was abandoned"}}
@@ -418,8 +424,8 @@ func runInterruptedOnStart(t *testing.T, f fake, cfg qualify.Config) *evidence.R
 	}()
 	run, err := qualify.Run(ctx, cfg)
 	assert.NilError(t, err)
-	assert.Equal(t, qualify.ExitCode(run), 130)
-	return run
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 130)
+	return run.Run
 }
 
 // An interruption after the time limit shortens the grace: the run gives
@@ -441,7 +447,7 @@ func TestRunInterruptAfterTimeLimit(t *testing.T) {
 	run, err := qualify.Run(ctx, cfg)
 	assert.NilError(t, err)
 	assert.Check(t, time.Since(begin) < 30*time.Second, "Run waited %s", time.Since(begin))
-	assert.Equal(t, qualify.ExitCode(run), 130)
+	assert.Equal(t, qualify.ExitCode(run.Run, nil), 130)
 	ev := readJSON[evidence.Scenario](t, filepath.Join(out, "01-fake", "evidence.json"))
 	assert.Equal(t, ev.Failure, "interrupted: scenario fake exceeded its time limit of 100ms; did not return within 200ms after the run was interrupted; "+
 		"abandoned, so the run stops here (what it created may still exist) (goroutine stacks in goroutines.txt)")

@@ -65,8 +65,9 @@ func TestRunWithASelection(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
 			var stdout, stderr bytes.Buffer
 			run, err := qualify.Run(context.Background(), qualify.Config{Manifest: m, Output: out, Registry: reg, ImageID: "sha256:" + strings.Repeat("a", 64),
-				ImageSource: "manifest", Selection: sel, SigningKey: key, Repeat: repeat, Stdout: &stdout, Stderr: &stderr})
+				ImageSource: "manifest", Selection: sel, SigningKey: key, Repeat: repeat, Stderr: &stderr})
 			assert.NilError(t, err)
+			assert.NilError(t, evidence.Table(&stdout, run.Run))
 			// The failing scenario was not run, so the run passed.
 			assert.Equal(t, run.Verdict.Kind, evidence.Passed)
 			assert.DeepEqual(t, run.Selection, &evidence.Selection{Skip: []string{"other"}, Skipped: []string{"other"}})

@@ -22,7 +22,8 @@ const DefaultScenarioTimeout = 15 * time.Minute
 // stack of every goroutine of the controller at that moment (the
 // runtime/pprof "goroutine" profile at debug level 2, text), which shows
 // what the scenario was waiting on.
-const GoroutinesFile = "goroutines.txt"
+// It is evidence.GoroutinesFile of the report layout.
+const GoroutinesFile = evidence.GoroutinesFile
 
 // TimeLimitError is the cause with which a scenario's context is cancelled
 // when the scenario runs past its time limit.

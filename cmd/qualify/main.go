@@ -50,7 +50,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -68,7 +67,6 @@ import (
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify"
-	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/manifest"
@@ -192,282 +190,22 @@ const (
 	maxScenarioTimeout = 24 * time.Hour
 )
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose]",
-		"Run the manifest's scenarios against the Engine it names and write the report.")
-	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
-scenario) goes into a fresh directory. With --signing-key the whole report
-is signed: evidence.dsse.json is a DSSE envelope around an in-toto
-Statement over every file's SHA-256. Progress goes to stderr, the verdict
-table (or --json) to stdout.
-
-The Engine is the manifest's endpoint, or the one --endpoint names instead:
-DOCKER_HOST and docker contexts are ignored on purpose. --endpoint leaves
-the manifest file and its recorded digest unchanged; the run header's
-endpoint is the Engine the run actually used. When the manifest says "image: build" the guest image
-is built first and exactly that image is removed at the end.
-
---image-archive FILE takes the guest image from a guest image archive of
-make release (dist/qualbox-guest-linux-<arch>.tar) instead of building
-it, so the host needs no busybox and no Go source tree. Before any Engine
-contact the archive is checked (a tar of one untagged image whose config
-and layer digests match what it declares and whose layer is exactly the
-guest root filesystem) and its architecture must be the profile's image
-architecture; it is loaded only when the Engine lacks
-its image ID, the ID the Engine gives it must be the archive's (an
-Engine with the containerd image store names it by its own manifest
-digest; then the loaded image's layers are checked instead), and it is
-removed by that ID at the end only if this run loaded it. The report
-records the ID with image source "archive".
-
-Each scenario run is bounded by --scenario-timeout: past it the scenario
-is cancelled and fails, and its directory gets the controller's goroutine
-stacks; one that then does not return within twice the policy's cleanup
-deadline plus a minute is abandoned, and the run starts nothing more.
-
-With --only NAMES or --skip NAMES (comma-separated scenario names of the
-manifest; not both) only some entries run: the report is partial, lists
-the others as not selected, records the selection in its header, says
-PARTIAL in summary.md and on stdout, and a gate refuses it for a required
-row (docs/qualification.md#partial-reports). Every flag is checked before
-the Engine is contacted. Progress lines end with a newline; while a
-scenario runs, a line every 30 s says it is still running.
-
-With --repeat N every scenario runs N times in the one report; a scenario
-that passed some runs and failed others is flaky, which fails the run and
-the gate. With --parallel N up to N scenarios run at once, each in its own
-namespace; one whose bounds need a quiet host runs alone. The report
-records the repeat count, the parallelism and each round's start order.`
-	fs := c.Flags
-	manifestPath := fs.String("manifest", "", "manifest `FILE` (YAML)")
-	endpoint := fs.String("endpoint", "", "instead of the manifest's engine.endpoint, the "+cli.EndpointNote)
-	output := fs.String("output", "", "fresh output `DIR` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
-	asJSON := fs.Bool("json", false, "print the run evidence as JSON on stdout instead of the table")
-	keepImage := fs.Bool("keep-image", false, `keep the guest image built or loaded for "image: build"`)
-	verbose := fs.Bool("verbose", false, "print scenario detail lines on stderr")
-	signingKey := fs.String("signing-key", "", "ed25519 private key `FILE` (PEM PKCS#8, from qualify keygen) to sign the report with")
-	probe := fs.String("probe", "", `prebuilt static guest probe `+"`BINARY`"+` for "image: build" (default: compile it from this source tree)`)
-	imageArchive := fs.String("image-archive", "", `for "image: build", load the guest image from the archive `+"`FILE`"+` (make release's dist/qualbox-guest-linux-<arch>.tar) instead of building it`)
-	repeat := fs.Int("repeat", 1, "run the manifest's scenarios `N` times in one report; a scenario that fails some runs is flaky")
-	parallel := fs.Int("parallel", 1, "run up to `N` scenarios at once, each in its own namespace")
-	only := fs.String("only", "", "run only the manifest's scenarios named in `NAMES` (comma-separated); the report is partial")
-	skip := fs.String("skip", "", "run all the manifest's scenarios but those named in `NAMES` (comma-separated); the report is partial")
-	engineBuild := fs.String("engine-build", "", "how the Engine was built, recorded in the signed run header: a UTF-8 text `FILE` of at most 64 lines (lane C passes its Engine tuple's VERSIONS)")
-	scenarioTimeout := fs.Duration("scenario-timeout", qualify.DefaultScenarioTimeout, "fail a scenario still running after `DURATION` (its goroutine stacks go to "+qualify.GoroutinesFile+" in its directory)")
-	if code, done := c.Parse(args, stdout, stderr); done {
-		return code
+// renderRun renders a complete run's result: the signing line on stderr
+// when signed, then the verdict table (or, asJSON, the run evidence as
+// JSON) on stdout. An error is one writing or encoding them.
+func renderRun(stdout, stderr io.Writer, res *qualify.Result, asJSON bool) error {
+	if res.Envelope != "" {
+		fmt.Fprintf(stderr, "signed: %s (key %s)\n", res.Envelope, res.KeyID)
 	}
-	if *manifestPath == "" || fs.NArg() > 0 {
-		return c.UsageError(stderr, "--manifest FILE is required and no positional arguments are allowed")
+	if !asJSON {
+		return evidence.Table(stdout, res.Run)
 	}
-	if *repeat < 1 || *repeat > maxRepeat || *parallel < 1 || *parallel > maxParallel {
-		return c.UsageError(stderr, fmt.Sprintf("--repeat must be 1..%d and --parallel 1..%d, got %d and %d", maxRepeat, maxParallel, *repeat, *parallel))
-	}
-	if *scenarioTimeout < time.Second || *scenarioTimeout > maxScenarioTimeout {
-		return c.UsageError(stderr, fmt.Sprintf("--scenario-timeout must be 1s..%s, got %s", maxScenarioTimeout, *scenarioTimeout))
-	}
-	if *endpoint != "" {
-		if err := manifest.CheckEndpoint(*endpoint); err != nil {
-			return c.UsageError(stderr, "--endpoint "+err.Error())
-		}
-	}
-	if *only != "" && *skip != "" {
-		return c.UsageError(stderr, "--only and --skip exclude each other: give one of them")
-	}
-	selFlag, selList := "--only", *only
-	if *skip != "" {
-		selFlag, selList = "--skip", *skip
-	}
-	var selNames []string
-	if selList != "" {
-		var err error
-		if selNames, err = scenarioList(selFlag, selList); err != nil {
-			return c.UsageError(stderr, err.Error())
-		}
-	}
-	if *probe != "" {
-		if err := checkRegularFile(*probe); err != nil {
-			return c.UsageError(stderr, "--probe "+err.Error())
-		}
-	}
-	var build []string
-	if *engineBuild != "" {
-		var err error
-		if build, err = qualify.ReadEngineBuild(*engineBuild); err != nil {
-			return c.UsageError(stderr, "--engine-build: "+err.Error())
-		}
-	}
-	if *imageArchive != "" && *probe != "" {
-		return c.UsageError(stderr, "--image-archive and --probe exclude each other: the archive holds its probe")
-	}
-	reg := scenario.Default()
-	m, err := manifest.Load(*manifestPath, reg)
+	data, err := evidence.MarshalJSON(res.Run)
 	if err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitcode.Usage
+		return err
 	}
-	var selection *evidence.Selection
-	if selNames != nil {
-		if selection, err = selectScenarios(selFlag, selNames, reg, m); err != nil {
-			return c.UsageError(stderr, err.Error())
-		}
-		if selection == nil {
-			fmt.Fprintf(stderr, "qualify: %s %s selects every scenario of %s: the report is complete\n", selFlag, selList, m.Path)
-		}
-	}
-	if *endpoint != "" && *endpoint != m.Endpoint {
-		// Every consumer of the manifest (connect, the run header, each
-		// scenario's driver and child controller) reads m.Endpoint, so the
-		// header records the Engine actually used; m.SHA256 stays the
-		// digest of the file as read.
-		fmt.Fprintf(stderr, "engine: %s (--endpoint, instead of the manifest's %s)\n", *endpoint, m.Endpoint)
-		m.Endpoint = *endpoint
-	}
-	var archive guest.ArchiveImage
-	var imageArch string
-	if *imageArchive != "" {
-		if m.Image != manifest.ImageBuild {
-			return c.UsageError(stderr, fmt.Sprintf("--image-archive replaces \"image: build\", but manifest %s names image %s", *manifestPath, m.Image))
-		}
-		prof, err := profiles.Load(m.Profile)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Usage
-		}
-		imageArch = prof.Image.Architecture
-		if archive, err = guest.ReadArchive(*imageArchive); err != nil {
-			fmt.Fprintf(stderr, "qualify: --image-archive: %v\n", err)
-			return exitcode.Usage
-		}
-		if archive.Architecture != imageArch {
-			fmt.Fprintf(stderr, "qualify: --image-archive: %v\n", &guest.ArchiveError{File: *imageArchive, Problem: guest.ArchivePlatform,
-				Detail: fmt.Sprintf("image is linux/%s, profile %s requires linux/%s", archive.Architecture, m.Profile, imageArch)})
-			return exitcode.Usage
-		}
-	}
-	var key ed25519.PrivateKey
-	if *signingKey != "" {
-		if key, err = attest.LoadPrivateKey(*signingKey); err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Usage
-		}
-	}
-	out := *output
-	if out == "" {
-		out = m.Output
-	}
-	if out == "" {
-		out = qualify.DefaultOutput(time.Now())
-	}
-	if err := qualify.CheckOutput(out); err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitcode.Usage
-	}
-	// The harness's client speaks the profile's API version, as the
-	// driver's does (docs/contract.md#profiles-and-admission).
-	runProf, err := profiles.Load(m.Profile)
-	if err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitcode.Usage
-	}
-	eng, err := connect(ctx, m.Endpoint, runProf.Daemon.MinAPIVersion)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitcode.Unavailable
-	}
-	defer eng.Close()
-
-	cfg := qualify.Config{
-		Manifest: m, Registry: reg, Engine: eng, ImageID: m.Image, ImageSource: "manifest",
-		Stdout: stdout, Stderr: stderr, JSON: *asJSON, Verbose: *verbose, SigningKey: key,
-		Repeat: *repeat, Parallel: *parallel, ScenarioTimeout: *scenarioTimeout, Selection: selection,
-		EngineBuild: build,
-	}
-	if selection != nil {
-		fmt.Fprintf(stderr, "qualify: partial run (%s): not running %s\n", selection.Flag(), strings.Join(selection.Skipped, ", "))
-	}
-	if *imageArchive != "" {
-		fmt.Fprintf(stderr, "loading guest image %s from %s ...\n", archive.ID, *imageArchive)
-		lctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
-		img, err := guest.Load(lctx, eng, archive, imageArch)
-		cancel()
-		if err != nil {
-			fmt.Fprintf(stderr, "loading guest image failed\nqualify: %v\n", err)
-			return exitcode.Unavailable
-		}
-		state := "loaded"
-		if !img.Created {
-			state = "already on the Engine: it stays there"
-		}
-		fmt.Fprintf(stderr, "guest image %s %s\n", img.ID, state)
-		cfg.ImageID, cfg.ImageSource = img.ID, "archive"
-		cfg.ImageArchiveSHA256, cfg.ImageArchiveID = archive.SHA256, archive.ID
-		switch {
-		case !img.Created:
-		case *keepImage:
-			fmt.Fprintf(stderr, "keeping image %s (remove it with: qualify image --remove %s)\n", img.ID, img.ID)
-		default:
-			cfg.RemoveImage = func(ctx context.Context) error { return guest.Remove(ctx, eng, img.ID) }
-		}
-	} else if m.Image == manifest.ImageBuild {
-		// The image is built for the profile's image architecture (the
-		// probe and busybox must be that architecture's executables).
-		prof, err := profiles.Load(m.Profile)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Usage
-		}
-		fmt.Fprintf(stderr, "building guest image (linux/%s) ...\n", prof.Image.Architecture)
-		bctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
-		img, err := guest.Build(bctx, eng, guest.BuildOptions{ProbeBinary: *probe, Architecture: prof.Image.Architecture})
-		cancel()
-		if err != nil {
-			fmt.Fprintf(stderr, "building guest image failed\nqualify: %v\n", err)
-			return exitcode.Unavailable
-		}
-		fmt.Fprintf(stderr, "built guest image %s (%s)\n", img.ID, img.Elapsed.Round(100*time.Millisecond))
-		cfg.ImageID, cfg.ImageSource = img.ID, "build"
-		if *keepImage {
-			fmt.Fprintf(stderr, "keeping image %s (remove it with: qualify image --remove %s)\n", img.ID, img.ID)
-		} else {
-			cfg.RemoveImage = func(ctx context.Context) error { return guest.Remove(ctx, eng, img.ID) }
-		}
-	}
-	removeImage := func() {
-		if cfg.RemoveImage == nil {
-			return
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		if rerr := cfg.RemoveImage(rctx); rerr != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", rerr)
-		}
-		cancel()
-	}
-	// The output directory is created only once the Engine answered and the
-	// image exists, so an early failure leaves no empty report directory.
-	if cfg.Output, err = qualify.PrepareOutput(out); err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		removeImage()
-		return exitcode.Internal
-	}
-	out = cfg.Output
-	rep, err := qualify.Run(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		if rep == nil {
-			removeImage()
-			if ctx.Err() != nil {
-				return exitcode.Interrupted
-			}
-			return exitcode.Internal
-		}
-	}
-	fmt.Fprintf(stderr, "report: %s\n", out)
-	if rep.Image.RemoveError != "" {
-		// A leaked image is a cleanup failure of the run: never exit 0.
-		fmt.Fprintf(stderr, "qualify: removing image %s failed: %s\n", rep.Image.ID, rep.Image.RemoveError)
-	}
-	return runExit(rep, err)
+	_, err = stdout.Write(data)
+	return err
 }
 
 // scenarioList splits the comma-separated value of flag (--only or
@@ -517,22 +255,6 @@ func checkRegularFile(path string) error {
 		return fmt.Errorf("%q: not a regular file", path)
 	}
 	return nil
-}
-
-// runExit maps a finished run to its exit status: an interruption first,
-// then a report that could not be completely written or signed (an
-// internal error: the report on disk is not a complete one), then the
-// run's verdict.
-func runExit(rep *evidence.Run, err error) int {
-	switch {
-	case rep.Interrupted:
-		return exitcode.Interrupted
-	case err != nil:
-		return exitcode.Internal
-	case !rep.Verdict.OK():
-		return exitcode.Failed
-	}
-	return exitcode.OK
 }
 
 func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -607,8 +329,8 @@ var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // profile was qualified against. It pings first: when nothing answers, the
 // error is one line naming the socket and how to start an Engine. It then
 // reads /version through the pinned API: an Engine that does not serve it
-// is refused with an error naming the endpoint, the version and the range
-// the Engine serves.
+// is refused with an error naming the endpoint, the version and the one
+// the Engine reports.
 func connect(ctx context.Context, endpoint, apiVersion string) (*client.Client, error) {
 	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"), client.WithAPIVersion(apiVersion))
 	if err != nil {

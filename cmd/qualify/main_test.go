@@ -181,14 +181,11 @@ func TestInternalErrorIsNotUsage(t *testing.T) {
 	// internal error even when every scenario passed; an interruption
 	// still says 130.
 	passed := &evidence.Run{Verdict: evidence.Verdict{Kind: evidence.Passed}}
-	assert.Check(t, is.Equal(runExit(passed, nil), exitcode.OK))
-	assert.Check(t, is.Equal(runExit(passed, os.ErrPermission), exitcode.Internal))
-	assert.Check(t, is.Equal(runExit(&evidence.Run{Verdict: evidence.Verdict{Kind: evidence.Failed}}, nil), exitcode.Failed))
-	assert.Check(t, is.Equal(runExit(&evidence.Run{Interrupted: true}, os.ErrPermission), exitcode.Interrupted))
-	// The harness's own mapping agrees with the table.
-	for _, r := range []*evidence.Run{passed, {Verdict: evidence.Verdict{Kind: evidence.Failed}}, {Interrupted: true}} {
-		assert.Check(t, is.Equal(qualify.ExitCode(r), runExit(r, nil)))
-	}
+	assert.Check(t, is.Equal(qualify.ExitCode(passed, nil), exitcode.OK))
+	assert.Check(t, is.Equal(qualify.ExitCode(passed, os.ErrPermission), exitcode.Internal))
+	assert.Check(t, is.Equal(qualify.ExitCode(&evidence.Run{Verdict: evidence.Verdict{Kind: evidence.Failed}}, nil), exitcode.Failed))
+	assert.Check(t, is.Equal(qualify.ExitCode(&evidence.Run{Interrupted: true}, os.ErrPermission), exitcode.Interrupted))
+	assert.Check(t, is.Equal(qualify.ExitCode(nil, os.ErrPermission), exitcode.Internal))
 }
 
 // An existing key is never overwritten: a usage error naming the file.
@@ -223,3 +220,34 @@ func TestRefusesNonEmptyOutput(t *testing.T) {
 	assert.Equal(t, code, exitcode.Usage)
 	assert.Check(t, is.Contains(stderr.String(), "is not empty"))
 }
+
+// qualify run renders the Result qualify.Run returns: the signing line on
+// stderr when signed, then the table or (--json) the run evidence on
+// stdout; a write that fails is an error.
+func TestRenderRun(t *testing.T) {
+	res := &qualify.Result{Run: &evidence.Run{Schema: evidence.Schema, Profile: "linux-x64-cgroupv1", Verdict: evidence.Verdict{Kind: evidence.Passed},
+		Scenarios: []evidence.ScenarioSummary{{Index: 1, Name: "admission", Dir: "01-admission", Verdict: evidence.Verdict{Kind: evidence.Passed}, Checks: 3, Passed: 3}}},
+		Dir: "/r", Envelope: "/r/evidence.dsse.json", KeyID: "5e35edfe"}
+	var stdout, stderr bytes.Buffer
+	assert.NilError(t, renderRun(&stdout, &stderr, res, true))
+	assert.Check(t, is.Equal(stderr.String(), "signed: /r/evidence.dsse.json (key 5e35edfe)\n"))
+	want, err := evidence.MarshalJSON(res.Run)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(stdout.String(), string(want)))
+
+	stdout.Reset()
+	stderr.Reset()
+	res.Envelope, res.KeyID = "", ""
+	assert.NilError(t, renderRun(&stdout, &stderr, res, false))
+	assert.Check(t, is.Equal(stderr.String(), ""), "an unsigned run prints no signing line")
+	assert.Check(t, is.Contains(stdout.String(), "admission"))
+	assert.Check(t, is.Contains(stdout.String(), "passed"))
+
+	assert.Check(t, renderRun(failingWriter{}, &stderr, res, true) != nil)
+	assert.Check(t, renderRun(failingWriter{}, &stderr, res, false) != nil)
+}
+
+// failingWriter refuses every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }

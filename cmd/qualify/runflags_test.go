@@ -238,6 +238,7 @@ func TestRunOnlyAdmissionOnLaneA(t *testing.T) {
 	assert.Check(t, is.Contains(stderr.String(), "[2/17] isolation ... skipped (not run: not selected)\n"))
 	assert.Check(t, strings.HasSuffix(stderr.String(), "\n"))
 	assert.Check(t, is.Contains(stdout.String(), "PARTIAL (--only admission): not run: isolation, lifecycle,"))
+	assert.Check(t, is.Contains(stderr.String(), "signed: "+filepath.Join(out, attest.EnvelopeFile)+" (key "))
 
 	var r evidence.Run
 	data, err := os.ReadFile(filepath.Join(out, "evidence.json"))

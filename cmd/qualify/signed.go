@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -236,6 +237,8 @@ stdout.`
 	return code
 }
 
+// mergeCmd is qualify merge: its flags are mergeOptions, checked by
+// validate, then run by Exec.
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] DIR...",
 		"Verify several signed reports, print the gate's verdict and one matrix of scenarios by row, and gate a release on them.")
@@ -279,66 +282,123 @@ e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --row rows are required;
 --manifest pins and the --require scenarios apply to every row, and the
 harness pin is this build's own module and scenario catalogue (version
 and sha256).`
-	fs := c.Flags
-	var keyPaths, require, manifests, rows listFlag
-	fs.Var(&keyPaths, "key", "ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane; with --policy it must be one the policy trusts")
-	policyPath := fs.String("policy", "", "gate policy `FILE` (YAML: trust, harness, rows; example reports/gate-policy.yaml)")
-	fs.Var(&require, "require", "scenario names (`LIST`, comma-separated or repeated) that must pass in every report; needs --row and --manifest")
-	fs.Var(&rows, "row", "required row `SPEC` NAME=PROFILE[@ENGINE]; repeatable")
-	fs.Var(&manifests, "manifest", "manifest `FILE` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
-	markdown := fs.Bool("markdown", false, "print the gate and matrix as Markdown (what make gate prints)")
-	asJSON := fs.Bool("json", false, "print the gate (verdict, counts, row states, violations, matrix) as JSON")
-	ascii := fs.Bool("ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
-	junit := fs.Bool("junit", false, "print the gate as JUnit XML for a test reporter: one testsuite per row, named and classed qualbox.ROW")
-	testJSON := fs.Bool("test2json", false, "print the gate as the JSON events of go test (test2json), one package qualbox/ROW per row")
+	var o mergeOptions
+	o.register(c.Flags)
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
 	}
-	cliRequirement := len(require) > 0 || len(rows) > 0 || len(manifests) > 0
-	switch {
-	case fs.NArg() == 0:
-		return c.UsageError(stderr, "at least one report DIR is required")
-	case countTrue(*markdown, *asJSON, *junit, *testJSON) > 1:
-		return c.UsageError(stderr, "--markdown, --json, --junit and --test2json exclude each other")
-	case *policyPath == "" && len(keyPaths) == 0:
-		return c.UsageError(stderr, "--key FILE or --policy FILE is required")
-	case *policyPath != "" && cliRequirement:
-		return c.UsageError(stderr, "--policy states the trust, rows, manifests, scenarios and harness; do not combine it with --require, --row or --manifest")
-	case cliRequirement && (len(require) == 0 || len(rows) == 0 || len(manifests) == 0):
-		return c.UsageError(stderr, "a gate needs --require LIST, at least one --row SPEC and at least one --manifest FILE (or --policy FILE): scenario names alone can be met by one lane or by a manifest that weakened them")
+	o.dirs = c.Flags.Args()
+	if err := o.validate(); err != nil {
+		return c.UsageError(stderr, err.Error())
 	}
-	var req *evidence.Requirement
-	var verify func(dir string) (*evidence.Signed, error)
-	if *policyPath != "" {
-		p, trust, err := trustOf(*policyPath, keyPaths)
+	return o.Exec(ctx, c, stdout, stderr)
+}
+
+// mergeOptions are the flags of qualify merge and its report directories.
+type mergeOptions struct {
+	keyPaths, require, manifests, rows   listFlag
+	policyPath                           string
+	markdown, asJSON, ascii, junit, test bool
+	dirs                                 []string
+}
+
+// register declares o's flags on fs.
+func (o *mergeOptions) register(fs *flag.FlagSet) {
+	fs.Var(&o.keyPaths, "key", "ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane; with --policy it must be one the policy trusts")
+	fs.StringVar(&o.policyPath, "policy", "", "gate policy `FILE` (YAML: trust, harness, rows; example reports/gate-policy.yaml)")
+	fs.Var(&o.require, "require", "scenario names (`LIST`, comma-separated or repeated) that must pass in every report; needs --row and --manifest")
+	fs.Var(&o.rows, "row", "required row `SPEC` NAME=PROFILE[@ENGINE]; repeatable")
+	fs.Var(&o.manifests, "manifest", "manifest `FILE` the reports must have run (its SHA-256 is pinned); repeatable, e.g. one per lane")
+	fs.BoolVar(&o.markdown, "markdown", false, "print the gate and matrix as Markdown (what make gate prints)")
+	fs.BoolVar(&o.asJSON, "json", false, "print the gate (verdict, counts, row states, violations, matrix) as JSON")
+	fs.BoolVar(&o.ascii, "ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
+	fs.BoolVar(&o.junit, "junit", false, "print the gate as JUnit XML for a test reporter: one testsuite per row, named and classed qualbox.ROW")
+	fs.BoolVar(&o.test, "test2json", false, "print the gate as the JSON events of go test (test2json), one package qualbox/ROW per row")
+}
+
+// cliRequirement reports whether the gate's requirement comes from
+// --require, --row and --manifest.
+func (o *mergeOptions) cliRequirement() bool {
+	return len(o.require) > 0 || len(o.rows) > 0 || len(o.manifests) > 0
+}
+
+// validate checks the flags and directories by themselves: a usageError
+// naming what is wrong.
+func (o *mergeOptions) validate() error {
+	switch {
+	case len(o.dirs) == 0:
+		return usageError("at least one report DIR is required")
+	case countTrue(o.markdown, o.asJSON, o.junit, o.test) > 1:
+		return usageError("--markdown, --json, --junit and --test2json exclude each other")
+	case o.policyPath == "" && len(o.keyPaths) == 0:
+		return usageError("--key FILE or --policy FILE is required")
+	case o.policyPath != "" && o.cliRequirement():
+		return usageError("--policy states the trust, rows, manifests, scenarios and harness; do not combine it with --require, --row or --manifest")
+	case o.cliRequirement() && (len(o.require) == 0 || len(o.rows) == 0 || len(o.manifests) == 0):
+		return usageError("a gate needs --require LIST, at least one --row SPEC and at least one --manifest FILE (or --policy FILE): scenario names alone can be met by one lane or by a manifest that weakened them")
+	}
+	return nil
+}
+
+// verifier reads the policy, or the --key files and the --require, --row
+// and --manifest gate, and returns the requirement (nil: none) and how a
+// report directory is verified; a usageError or *statusError naming what
+// is wrong.
+func (o *mergeOptions) verifier(ctx context.Context) (*evidence.Requirement, func(dir string) (*evidence.Signed, error), error) {
+	if o.policyPath != "" {
+		p, trust, err := trustOf(o.policyPath, o.keyPaths)
 		if err != nil {
-			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
-			return exitcode.Usage
+			return nil, nil, &statusError{code: exitcode.Usage, text: fmt.Sprintf("qualify merge: %v", err)}
 		}
-		req = &p.Requirement
-		verify = func(dir string) (*evidence.Signed, error) {
+		return &p.Requirement, func(dir string) (*evidence.Signed, error) {
 			s, _, err := evidence.VerifyTrusted(ctx, dir, trust, p.Requirement.Rows)
 			return s, err
+		}, nil
+	}
+	var req *evidence.Requirement
+	if o.cliRequirement() {
+		var err error
+		if req, err = cliGate(o.require, o.rows, o.manifests); err != nil {
+			return nil, nil, usageError(err.Error())
 		}
-	} else {
-		if cliRequirement {
-			var err error
-			if req, err = cliGate(require, rows, manifests); err != nil {
-				return c.UsageError(stderr, err.Error())
-			}
-		}
-		keys, err := loadKeys(keyPaths)
-		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Usage
-		}
-		verify = func(dir string) (*evidence.Signed, error) { return verifyAny(ctx, dir, keys) }
+	}
+	keys, err := loadKeys(o.keyPaths)
+	if err != nil {
+		return nil, nil, failed(exitcode.Usage, err)
+	}
+	return req, func(dir string) (*evidence.Signed, error) { return verifyAny(ctx, dir, keys) }, nil
+}
+
+// render renders the gate in the format the flags chose.
+func (o *mergeOptions) render(g *evidence.GateResult, reports []*evidence.Signed, stdout io.Writer) ([]byte, error) {
+	switch {
+	case o.asJSON:
+		return evidence.GateJSON(g)
+	case o.markdown:
+		return evidence.GateMarkdown(g)
+	case o.junit:
+		return evidence.GateJUnit(g, reports)
+	case o.test:
+		return evidence.GateTestEvents(g, reports)
+	}
+	var buf bytes.Buffer
+	err := evidence.GateTable(&buf, g, o.ascii || !utf8Terminal(stdout))
+	return buf.Bytes(), err
+}
+
+// Exec verifies every directory, judges the gate, prints it on stdout and
+// its violations on stderr, and returns the exit status: exitcode.Failed
+// unless the gate passed.
+func (o *mergeOptions) Exec(ctx context.Context, c *cli.Command, stdout, stderr io.Writer) int {
+	req, verify, err := o.verifier(ctx)
+	if err != nil {
+		return stop(c, stderr, err)
 	}
 	// A report that does not verify or is not admitted is refused: shown in
 	// its row's column and failing the gate, without ending the merge.
 	var reports []*evidence.Signed
 	var refused []evidence.Refusal
-	for _, dir := range fs.Args() {
+	for _, dir := range o.dirs {
 		s, err := verify(dir)
 		if err != nil {
 			refused = append(refused, evidence.RefusalOf(dir, err))
@@ -347,22 +407,7 @@ and sha256).`
 		reports = append(reports, s)
 	}
 	g := evidence.Judge(reports, refused, req)
-	var out []byte
-	var err error
-	switch {
-	case *asJSON:
-		out, err = evidence.GateJSON(g)
-	case *markdown:
-		out, err = evidence.GateMarkdown(g)
-	case *junit:
-		out, err = evidence.GateJUnit(g, reports)
-	case *testJSON:
-		out, err = evidence.GateTestEvents(g, reports)
-	default:
-		var buf bytes.Buffer
-		err = evidence.GateTable(&buf, g, *ascii || !utf8Terminal(stdout))
-		out = buf.Bytes()
-	}
+	out, err := o.render(g, reports, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		return exitcode.Internal

@@ -54,3 +54,22 @@ func TestMergeCountsReportsNotLines(t *testing.T) {
 	m = Merge([]*Signed{rep(pass, na)})
 	assert.Equal(t, m.Cells[0][0], Cell{Kind: NotApplicable, Reason: "no", Passed: 0, Runs: 1})
 }
+
+// Tally counts the runs with a directory and their passes, per entry, and
+// combines their verdicts: a run not run is left out, and a pass and a
+// failure are flaky.
+func TestTally(t *testing.T) {
+	run := func(name, dir string, k Kind) ScenarioSummary {
+		return ScenarioSummary{Name: name, Dir: dir, Verdict: Verdict{Kind: k}}
+	}
+	got := Tally([]ScenarioSummary{
+		run("isolation", "01-isolation", Passed), run("memory", "02-memory", Passed),
+		run("isolation", "03-isolation", Passed), run("memory", "04-memory", Failed),
+		run("isolation", "05-isolation", Passed), run("memory", "", Skipped),
+	}, 3)
+	assert.DeepEqual(t, got, []CampaignScenario{
+		{Index: 1, Name: "isolation", Runs: 3, Passes: 3, Verdict: Verdict{Kind: Passed}},
+		{Index: 2, Name: "memory", Runs: 2, Passes: 1, Verdict: Verdict{Kind: Flaky, Reason: "passed 1 of 2"}},
+	})
+	assert.Check(t, Tally(nil, 2) == nil)
+}

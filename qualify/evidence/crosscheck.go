@@ -3,7 +3,6 @@ package evidence
 import (
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -109,138 +108,165 @@ func runVerdictProblem(r *Run) string {
 // returns the decoded scenario evidence by r.Scenarios index (nil when not
 // run or unreadable); problems are *attest.FileError values, joined.
 func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), now time.Time) ([]*Scenario, error) {
-	var errs []error
-	fail := func(file, format string, args ...any) {
-		errs = append(errs, &attest.FileError{File: file, Err: fmt.Errorf(format, args...)})
-	}
+	c := &crossChecker{r: r, read: read, now: now, referenced: map[string]bool{}}
 	files := make([]*Scenario, len(r.Scenarios))
-	abandoned := "" // the directory of an abandoned scenario listed so far
-	referenced := map[string]bool{}
 	for i, sum := range r.Scenarios {
 		// A manifest may list a scenario twice (with other params); the
 		// index and directory tell the entries apart.
 		if sum.Index != i+1 {
-			fail("evidence.json", "scenario %d %q has index %d", i+1, sum.Name, sum.Index)
+			c.fail(RunFile, "scenario %d %q has index %d", i+1, sum.Name, sum.Index)
 		}
 		if sum.Dir == "" {
-			// Not run (interrupted, or a scenario abandoned, before it):
-			// no evidence, no checks.
-			if sum.Verdict.Kind != Skipped || sum.Checks != 0 {
-				fail("evidence.json", "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
-			}
-			switch {
-			case r.Selection != nil && !r.Selection.Selected(sum.Name):
-				// Not selected (qualify run --only/--skip): selectionProblems
-				// checks its reason.
-			case sum.Abandoned:
-				fail("evidence.json", "scenario %d %q is abandoned but has no evidence directory", sum.Index, sum.Name)
-			case !r.Interrupted && abandoned == "":
-				fail("evidence.json", "scenario %d %q is listed as not run, but the run was not interrupted and no scenario before it was abandoned", sum.Index, sum.Name)
-			}
+			c.notRun(sum)
 			continue
 		}
-		if sum.Abandoned && abandoned == "" {
-			abandoned = sum.Dir
-		}
-		file := sum.Dir + "/evidence.json"
-		if want := fmt.Sprintf("%02d-%s", sum.Index, sum.Name); sum.Dir != want {
-			fail("evidence.json", "scenario %q: directory %q, want %q", sum.Name, sum.Dir, want)
-			continue
-		}
-		referenced[file] = true
-		data, err := read(file)
-		if err != nil {
-			fail(file, "%v", err)
-			continue
-		}
-		var s Scenario
-		if err := attest.StrictJSONFile(data, file, &s); err != nil {
-			fail(file, "%v", err)
-			continue
-		}
-		files[i] = &s
-		if _, why := RecomputeVerdict(&s); why != "" {
-			fail(file, "%s", why)
-		}
-		if s.Abandoned != sum.Abandoned {
-			fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
-		}
-		if s.Repeat != sum.Repeat {
-			fail(file, "repeat %d, but evidence.json says %d", s.Repeat, sum.Repeat)
-		}
-		for _, p := range resourceProblems(r, &s) {
-			fail(file, "%s", p)
-		}
-		for _, p := range scenarioTimeProblems(r, sum, &s, now) {
-			fail(file, "%s", p)
-		}
-		for _, p := range machineProblems(r, &s) {
-			fail(file, "%s", p)
-		}
-		for _, p := range emulationProblems(r, &s) {
-			fail(file, "%s", p)
-		}
-		switch {
-		case s.Verdict != sum.Verdict:
-			fail(file, "verdict %s, but evidence.json says %s", s.Verdict, sum.Verdict)
-		case len(s.Checks) != sum.Checks || s.PassedChecks() != sum.Passed:
-			fail(file, "%d/%d checks passed, but evidence.json says %d/%d", s.PassedChecks(), len(s.Checks), sum.Passed, sum.Checks)
-		}
+		files[i] = c.scenario(sum)
 	}
+	c.subjects(subjects)
+	c.run()
+	return files, errors.Join(c.errs...)
+}
+
+// crossChecker is the state of one crossCheck: the report's run evidence,
+// how its files are read, the problems so far, and what the scenarios
+// listed so far established.
+type crossChecker struct {
+	r    *Run
+	read func(string) ([]byte, error)
+	now  time.Time
+	errs []error
+	// abandoned is the directory of the first abandoned scenario listed.
+	abandoned string
+	// referenced are the scenario evidence files evidence.json lists.
+	referenced map[string]bool
+}
+
+// fail records a problem of file as an *attest.FileError.
+func (c *crossChecker) fail(file, format string, args ...any) {
+	c.errs = append(c.errs, &attest.FileError{File: file, Err: fmt.Errorf(format, args...)})
+}
+
+// failAll records each of problems against file.
+func (c *crossChecker) failAll(file string, problems []string) {
+	for _, p := range problems {
+		c.fail(file, "%s", p)
+	}
+}
+
+// notRun checks a scenario listed without a directory: not run
+// (interrupted, or a scenario abandoned, before it, or not selected), so
+// no evidence and no checks.
+func (c *crossChecker) notRun(sum ScenarioSummary) {
+	r := c.r
+	if sum.Verdict.Kind != Skipped || sum.Checks != 0 {
+		c.fail(RunFile, "scenario %q has no evidence directory but verdict %s and %d checks", sum.Name, sum.Verdict, sum.Checks)
+	}
+	switch {
+	case r.Selection != nil && !r.Selection.Selected(sum.Name):
+		// Not selected (qualify run --only/--skip): selectionProblems
+		// checks its reason.
+	case sum.Abandoned:
+		c.fail(RunFile, "scenario %d %q is abandoned but has no evidence directory", sum.Index, sum.Name)
+	case !r.Interrupted && c.abandoned == "":
+		c.fail(RunFile, "scenario %d %q is listed as not run, but the run was not interrupted and no scenario before it was abandoned", sum.Index, sum.Name)
+	}
+}
+
+// scenario reads the evidence of a scenario listed with a directory and
+// checks it against its summary line; nil when it cannot be read.
+func (c *crossChecker) scenario(sum ScenarioSummary) *Scenario {
+	if sum.Abandoned && c.abandoned == "" {
+		c.abandoned = sum.Dir
+	}
+	file := sum.Dir + "/" + ScenarioFile
+	if want := fmt.Sprintf("%02d-%s", sum.Index, sum.Name); sum.Dir != want {
+		c.fail(RunFile, "scenario %q: directory %q, want %q", sum.Name, sum.Dir, want)
+		return nil
+	}
+	c.referenced[file] = true
+	data, err := c.read(file)
+	if err != nil {
+		c.fail(file, "%v", err)
+		return nil
+	}
+	var s Scenario
+	if err := attest.StrictJSONFile(data, file, &s); err != nil {
+		c.fail(file, "%v", err)
+		return nil
+	}
+	if _, why := RecomputeVerdict(&s); why != "" {
+		c.fail(file, "%s", why)
+	}
+	if s.Abandoned != sum.Abandoned {
+		c.fail(file, "abandoned %t, but evidence.json says %t", s.Abandoned, sum.Abandoned)
+	}
+	if s.Repeat != sum.Repeat {
+		c.fail(file, "repeat %d, but evidence.json says %d", s.Repeat, sum.Repeat)
+	}
+	c.failAll(file, resourceProblems(c.r, &s))
+	c.failAll(file, scenarioTimeProblems(c.r, sum, &s, c.now))
+	c.failAll(file, machineProblems(c.r, &s))
+	c.failAll(file, emulationProblems(c.r, &s))
+	switch {
+	case s.Verdict != sum.Verdict:
+		c.fail(file, "verdict %s, but evidence.json says %s", s.Verdict, sum.Verdict)
+	case len(s.Checks) != sum.Checks || s.PassedChecks() != sum.Passed:
+		c.fail(file, "%d/%d checks passed, but evidence.json says %d/%d", s.PassedChecks(), len(s.Checks), sum.Passed, sum.Checks)
+	}
+	return &s
+}
+
+// subjects checks that every signed file has its place: scenario evidence
+// that evidence.json lists, a top-level file of the Layout, or a file in
+// a scenario directory evidence.json lists.
+func (c *crossChecker) subjects(subjects []string) {
 	dirs := map[string]bool{}
-	for _, sum := range r.Scenarios {
+	for _, sum := range c.r.Scenarios {
 		if sum.Dir != "" {
 			dirs[sum.Dir] = true
 		}
 	}
+	top := TopFiles(false)
 	for _, f := range subjects {
-		switch top, _, nested := strings.Cut(f, "/"); {
-		case isScenarioEvidence(f) && !referenced[f]:
-			fail(f, "scenario evidence that evidence.json does not list")
-		case !nested && !slices.Contains(reportFiles, f):
-			fail(f, "a file the report layout does not have: the top of a report holds only %s (docs/qualification.md#evidence)", strings.Join(reportFiles, ", "))
-		case nested && !dirs[top]:
-			fail(f, "in directory %s/, which is no scenario directory evidence.json lists", top)
+		switch dir, _, nested := strings.Cut(f, "/"); {
+		case isScenarioEvidence(f) && !c.referenced[f]:
+			c.fail(f, "scenario evidence that evidence.json does not list")
+		case !nested && !slices.Contains(top, f):
+			c.fail(f, "a file the report layout does not have: the top of a report holds only %s (docs/qualification.md#evidence)", strings.Join(top, ", "))
+		case nested && !dirs[dir]:
+			c.fail(f, "in directory %s/, which is no scenario directory evidence.json lists", dir)
 		}
 	}
-	if why := runVerdictProblem(r); why != "" {
-		fail("evidence.json", "%s", why)
-	}
-	for _, check := range []func(*Run) []string{hostProblems, tupleProblems, imageProblems} {
-		for _, p := range check(r) {
-			fail("evidence.json", "%s", p)
-		}
-	}
-	for _, p := range timingProblems("run", r.Timing, now) {
-		fail("evidence.json", "%s", p)
-	}
-	for _, p := range selectionProblems(r) {
-		fail("evidence.json", "%s", p)
-	}
-	for _, p := range campaignProblems(r) {
-		fail("evidence.json", "%s", p)
-	}
-	if data, err := read("summary.md"); err == nil {
-		for _, p := range summaryProblems(r, data) {
-			fail("summary.md", "%s", p)
-		}
-	}
-	if data, err := read("junit.xml"); err == nil {
-		for _, p := range junitProblems(r, data) {
-			fail("junit.xml", "%s", p)
-		}
-	}
-	return files, errors.Join(errs...)
 }
 
-// reportFiles are the files at the top of a report besides the envelope;
-// everything else lies in a scenario's directory.
-var reportFiles = []string{"evidence.json", "summary.md", "junit.xml"}
+// run checks the run evidence's own claims and the run-level files that
+// the Layout cross-checks against it.
+func (c *crossChecker) run() {
+	r := c.r
+	if why := runVerdictProblem(r); why != "" {
+		c.fail(RunFile, "%s", why)
+	}
+	for _, check := range []func(*Run) []string{hostProblems, tupleProblems, imageProblems} {
+		c.failAll(RunFile, check(r))
+	}
+	c.failAll(RunFile, timingProblems("run", r.Timing, c.now))
+	c.failAll(RunFile, selectionProblems(r))
+	c.failAll(RunFile, campaignProblems(r))
+	for _, f := range Layout {
+		if f.check == nil {
+			continue
+		}
+		if data, err := c.read(f.Name); err == nil {
+			c.failAll(f.Name, f.check(r, data))
+		}
+	}
+}
 
 // isScenarioEvidence reports whether a subject name is a scenario's
 // evidence file.
 func isScenarioEvidence(name string) bool {
-	return scenarioEvidence.MatchString(name) && path.Dir(name) != "."
+	f, ok := FileOf(name)
+	return ok && f.Name == ScenarioDir+"/"+ScenarioFile
 }
 
 // campaignProblems recomputes a repeated campaign's per-entry tallies from
@@ -260,25 +286,15 @@ func campaignProblems(r *Run) []string {
 	}
 	var out []string
 	n := len(c.Scenarios)
-	for i, got := range c.Scenarios {
-		want := CampaignScenario{Index: i + 1, Name: r.Scenarios[i].Name}
-		var verdicts []Verdict
-		for k := 0; k < c.Repeat; k++ {
-			s := r.Scenarios[k*n+i]
-			if s.Name != want.Name {
-				out = append(out, fmt.Sprintf("campaign entry %d is %q in repeat 1 but %q in repeat %d", i+1, want.Name, s.Name, k+1))
+	for i := range n {
+		for k := 1; k < c.Repeat; k++ {
+			if s := r.Scenarios[k*n+i]; s.Name != r.Scenarios[i].Name {
+				out = append(out, fmt.Sprintf("campaign entry %d is %q in repeat 1 but %q in repeat %d", i+1, r.Scenarios[i].Name, s.Name, k+1))
 			}
-			if s.Dir == "" {
-				continue // not run: interrupted, or after an abandoned scenario
-			}
-			want.Runs++
-			if s.Verdict.Kind == Passed {
-				want.Passes++
-			}
-			verdicts = append(verdicts, s.Verdict)
 		}
-		want.Verdict = CombineRuns(verdicts)
-		if got != want {
+	}
+	for i, want := range Tally(r.Scenarios, c.Repeat) {
+		if got := c.Scenarios[i]; got != want {
 			out = append(out, fmt.Sprintf("campaign tally %q, but its runs say %q", got, want))
 		}
 	}

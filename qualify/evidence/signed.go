@@ -5,11 +5,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"path"
-	"regexp"
 	"time"
 
 	"github.com/qualbox/qualbox/qualify/attest"
@@ -69,50 +66,6 @@ type Signed struct {
 	Scenarios []*Scenario
 }
 
-var scenarioEvidence = regexp.MustCompile(`^[0-9]{2,}-[a-z0-9-]+/evidence\.json$`)
-
-// schemaOf returns the schema check of a report file, or nil.
-func schemaOf(name string) func([]byte) error {
-	switch {
-	case name == "evidence.json":
-		return func(data []byte) error {
-			var r Run
-			if err := attest.StrictJSONFile(data, name, &r); err != nil {
-				return err
-			}
-			if r.Schema != Schema {
-				return fmt.Errorf("schema %q: want %q", r.Schema, Schema)
-			}
-			return nil
-		}
-	case scenarioEvidence.MatchString(name):
-		return func(data []byte) error {
-			var s Scenario
-			if err := attest.StrictJSONFile(data, name, &s); err != nil {
-				return err
-			}
-			if s.Schema != Schema {
-				return fmt.Errorf("schema %q: want %q", s.Schema, Schema)
-			}
-			if want := path.Dir(name); fmt.Sprintf("%02d-%s", s.Index, s.Name) != want {
-				return fmt.Errorf("scenario %d %q does not belong in %s", s.Index, s.Name, want)
-			}
-			return nil
-		}
-	case name == "junit.xml":
-		return func(data []byte) error {
-			if err := junitDocumentProblem(data); err != nil {
-				return err
-			}
-			var v struct {
-				XMLName xml.Name `xml:"testsuites"`
-			}
-			return xml.Unmarshal(data, &v)
-		}
-	}
-	return nil
-}
-
 // VerifyRun verifies a signed report directory against key: the envelope
 // signature, every subject's digest, that no file was added, the evidence
 // schemas, that the signed predicate agrees with evidence.json, and the
@@ -126,10 +79,11 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 	var files []*Scenario
 	st, err := attest.Verify(ctx, dir, key, attest.Options{
 		PredicateType: PredicateType,
-		Required:      []string{"evidence.json", "summary.md", "junit.xml"},
-		// crossCheck reads summary.md, which has no schema: declared so
-		// that it too is read once, and parsed as hashed.
-		Parsed: []string{"summary.md"},
+		Required:      TopFiles(true),
+		// crossCheck reads the files it cross-checks that have no schema
+		// (summary.md): declared so that they too are read once, and
+		// parsed as hashed.
+		Parsed: parsedFiles(),
 		Schema: func(name string) func([]byte) error {
 			subjects = append(subjects, name)
 			return schemaOf(name)
@@ -141,11 +95,11 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 			if pred.Schema != PredicateSchema {
 				return fmt.Errorf("schema %q: want %q", pred.Schema, PredicateSchema)
 			}
-			data, err := read("evidence.json")
+			data, err := read(RunFile)
 			if err != nil {
 				return err
 			}
-			if err := attest.StrictJSONFile(data, "evidence.json", &run); err != nil {
+			if err := attest.StrictJSONFile(data, RunFile, &run); err != nil {
 				return err
 			}
 			want, _ := json.Marshal(PredicateOf(&run))
@@ -161,4 +115,15 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 		return nil, err
 	}
 	return &Signed{Dir: dir, Run: &run, Predicate: pred, Subjects: len(st.Subject), Scenarios: files}, nil
+}
+
+// parsedFiles are the Layout files crossCheck reads that have no schema.
+func parsedFiles() []string {
+	var names []string
+	for _, f := range Layout {
+		if f.check != nil && f.schema == nil {
+			names = append(names, f.Name)
+		}
+	}
+	return names
 }

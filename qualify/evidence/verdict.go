@@ -83,3 +83,38 @@ func RunVerdict(r *Run) Verdict {
 	}
 	return Verdict{Kind: Passed}
 }
+
+// Tally counts each manifest entry's runs of a campaign repeated repeat
+// times (repeat >= 1): runs are the campaign's runs in campaign order,
+// repetition after repetition of the same len(runs)/repeat entries, and
+// entry i's tally (1-based Index i+1, the name of its first run) counts
+// its runs that have an evidence directory (one not run is left out), its
+// passes, and the verdict they combine to (CombineRuns). The harness
+// writes Campaign.Scenarios with it and VerifyRun recomputes them with it
+// (docs/qualification.md#evidence). It returns nil when runs is empty and
+// panics when repeat does not divide len(runs).
+func Tally(runs []ScenarioSummary, repeat int) []CampaignScenario {
+	if repeat < 1 || len(runs)%repeat != 0 {
+		panic(fmt.Sprintf("evidence: Tally of %d runs in %d repeats", len(runs), repeat))
+	}
+	n := len(runs) / repeat
+	var out []CampaignScenario
+	for i := 0; i < n; i++ {
+		t := CampaignScenario{Index: i + 1, Name: runs[i].Name}
+		var verdicts []Verdict
+		for k := 0; k < repeat; k++ {
+			s := runs[k*n+i]
+			if s.Dir == "" {
+				continue // not run: interrupted, or after an abandoned scenario
+			}
+			t.Runs++
+			if s.Verdict.Kind == Passed {
+				t.Passes++
+			}
+			verdicts = append(verdicts, s.Verdict)
+		}
+		t.Verdict = CombineRuns(verdicts)
+		out = append(out, t)
+	}
+	return out
+}
