@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
@@ -18,9 +20,11 @@ import (
 // The whole lifecycle of a sandbox against a real Engine, with exported
 // names only: prepare an image, construct the backend, reserve with
 // persisted recovery, start (admission, creation, read-back), import files,
-// run the one process with its streams, stop, export, destroy. It runs
-// with the driver's tests against the Engine at $QUALBOX_ENGINE_SOCKET
-// (default /var/run/docker.sock). docs/contract.md describes each step.
+// run the one process with its streams, stop, export, destroy. TestExample
+// runs it against the Engine at $QUALBOX_ENGINE_SOCKET (default
+// /var/run/docker.sock) and compares what it prints with exampleOutput; it
+// has no Output comment because an example cannot skip where no Engine
+// answers (docs/lanes.md#engine-tests). docs/contract.md describes each step.
 func Example() {
 	ctx := context.Background()
 	socket := os.Getenv("QUALBOX_ENGINE_SOCKET")
@@ -165,11 +169,40 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("phase:", sb.RecoveryRecord().Phase)
-	// Output:
-	// hello from the host
-	// stdin: from the controller
-	// stderr: ""
-	// exited with code 3
-	// exported: done
-	// phase: destroyed
+}
+
+// exampleOutput is what Example prints.
+const exampleOutput = `hello from the host
+stdin: from the controller
+stderr: ""
+exited with code 3
+exported: done
+phase: destroyed
+`
+
+// TestExample runs Example against the test Engine, skipping or failing
+// where none answers (testengine.Require), and compares its output.
+func TestExample(t *testing.T) {
+	t.Setenv("QUALBOX_ENGINE_SOCKET", testengine.Require(t))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	got := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- string(b)
+	}()
+	func() {
+		defer func() {
+			os.Stdout = stdout
+			w.Close()
+		}()
+		Example()
+	}()
+	if out := <-got; out != exampleOutput {
+		t.Errorf("Example printed\n%s\nwant\n%s", out, exampleOutput)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/skip"
 
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/guest"
@@ -59,13 +60,15 @@ func runScenarios(t *testing.T, names ...string) (*evidence.Run, string) {
 	reg := scenario.Default()
 	m, err := manifest.Load(shippedManifest, reg)
 	assert.NilError(t, err)
+	socket := testengine.Require(t)
+	skip.If(t, m.Endpoint != "unix://"+socket, "the shipped manifest names %s, the test Engine is at %s", m.Endpoint, socket)
 	cli, err := client.New(client.WithHost(m.Endpoint))
 	assert.NilError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		cli.Close()
-		skip.If(t, true, "no Docker Engine answers at %s (start one with `make engine`)", m.Endpoint)
+		t.Fatalf("the Engine at %s stopped answering: %v", m.Endpoint, err)
 	}
 	_, err = os.Stat(guest.DefaultBusybox)
 	skip.If(t, err != nil, "Debian's static busybox is not installed at %s", guest.DefaultBusybox)

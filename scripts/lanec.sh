@@ -1237,7 +1237,7 @@ run() {
 			echo "lanec-job: driver conformance \$(date -u +%T)"
 			t=\$(date +%s)
 			crc=0
-			QUALBOX_ENGINE_SOCKET=/var/run/docker.sock QUALBOX_TEST_PROFILE=$CONFORMANCE_PROFILE \\
+			QUALBOX_REQUIRE_ENGINE=1 QUALBOX_ENGINE_SOCKET=/var/run/docker.sock QUALBOX_TEST_PROFILE=$CONFORMANCE_PROFILE \\
 				QUALBOX_PROBE_BINARY=\$W/bin/qualbox-probe \\
 				./bin/driver.test -test.run '^TestConformance\$' -test.v -test.count=1 -test.timeout 40m \\
 				>\$S/conformance.log 2>&1 &

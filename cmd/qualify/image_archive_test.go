@@ -21,6 +21,7 @@ import (
 
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/internal/release"
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/guest"
 )
@@ -71,13 +72,15 @@ func releaseArchive(t *testing.T) (file, id string) {
 
 func laneAClient(t *testing.T) *client.Client {
 	t.Helper()
+	socket := testengine.Require(t)
+	skip.If(t, "unix://"+socket != laneASocket, "a lane A run; the test Engine is at %s", socket)
 	cli, err := client.New(client.WithHost(laneASocket))
 	assert.NilError(t, err)
 	t.Cleanup(func() { cli.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, pingErr := cli.Ping(ctx, client.PingOptions{})
-	skip.If(t, pingErr != nil, "no Docker Engine answers at %s (lane A): %v", laneASocket, pingErr)
+	assert.NilError(t, pingErr)
 	skip.If(t, os.Geteuid() != 0, "a lane A run needs root (the cgroup observer)")
 	return cli
 }

@@ -78,6 +78,8 @@ func layering() []Rule {
 // never reach a shipped binary.
 var TestOnly = []string{
 	Module + "/driver/internal/enginetest",
+	// Whether an Engine test runs, skips or fails (docs/lanes.md#engine-tests).
+	Module + "/internal/testengine",
 	// Everything under testbed/ is test support; what ships lives under
 	// the name of what ships it (Instruments).
 	Module + "/testbed",

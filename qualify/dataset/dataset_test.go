@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,22 +12,15 @@ import (
 	"github.com/moby/moby/client"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
-	"gotest.tools/v3/skip"
+
+	"github.com/qualbox/qualbox/internal/testengine"
 )
 
 func engineClient(t *testing.T) *client.Client {
 	t.Helper()
-	socket := os.Getenv("QUALBOX_ENGINE_SOCKET")
-	if socket == "" {
-		socket = "/var/run/docker.sock"
-	}
-	cli, err := client.New(client.WithHost("unix://" + socket))
+	cli, err := client.New(client.WithHost("unix://" + testengine.Require(t)))
 	assert.NilError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, pingErr := cli.Ping(ctx, client.PingOptions{})
-	skip.If(t, pingErr != nil, "no Docker Engine answers at %s: %v", socket, pingErr)
 	return cli
 }
 

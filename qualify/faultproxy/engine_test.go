@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"regexp"
 	"testing"
 	"time"
@@ -19,17 +18,10 @@ import (
 	"github.com/moby/moby/client"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
-	"gotest.tools/v3/skip"
 
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify/faultproxy"
 )
-
-func engineSocket() string {
-	if s := os.Getenv("QUALBOX_ENGINE_SOCKET"); s != "" {
-		return s
-	}
-	return "/var/run/docker.sock"
-}
 
 func engineClient(t *testing.T, endpoint string) *client.Client {
 	t.Helper()
@@ -42,13 +34,14 @@ func engineClient(t *testing.T, endpoint string) *client.Client {
 // TestRealEngine pings, imports an image (a chunked streaming body) and
 // creates containers through the proxy, with one create's reply dropped.
 func TestRealEngine(t *testing.T) {
-	direct := engineClient(t, "unix://"+engineSocket())
+	socket := testengine.Require(t)
+	direct := engineClient(t, "unix://"+socket)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, err := direct.Ping(ctx, client.PingOptions{})
-	skip.If(t, err != nil, "no Docker Engine answers at %s: %v", engineSocket(), err)
+	assert.NilError(t, err)
 
-	p := newProxy(t, engineSocket(),
+	p := newProxy(t, socket,
 		faultproxy.DropReply(faultproxy.Request("POST", "/containers/create").Nth(1)))
 	cli := engineClient(t, p.Endpoint())
 	_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})

@@ -18,12 +18,10 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/poll"
-	"gotest.tools/v3/skip"
 
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
-
-const engine = "unix:///var/run/docker.sock"
 
 // The driver's workload shape (docs/contract.md#profiles-and-admission).
 var (
@@ -36,13 +34,9 @@ var (
 
 func engineClient(t *testing.T) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.WithHost(engine))
+	cli, err := client.New(client.WithHost("unix://" + testengine.Require(t)))
 	assert.NilError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, pingErr := cli.Ping(ctx, client.PingOptions{})
-	skip.If(t, pingErr != nil, "no Docker Engine answers at %s: %v", engine, pingErr)
 	return cli
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify/guest/facts"
 )
 
@@ -26,37 +26,26 @@ import (
 // anything checked. The hardened workload shape itself is exercised with
 // the raw Engine API in image_test.go and by the driver.
 
-// testSocket is the Engine under test: $QUALBOX_ENGINE_SOCKET or lane A
-// (docs/lanes.md).
-func testSocket() string {
-	if s := os.Getenv("QUALBOX_ENGINE_SOCKET"); s != "" {
-		return s
-	}
-	return "/var/run/docker.sock"
-}
-
 // useTestcontainers points testcontainers-go at the test Engine and turns
 // its reaper off. It discovers its Engine through DOCKER_HOST, so the test
 // sets that from the socket explicitly (docker contexts are never
 // consulted once DOCKER_HOST is set). The reaper (Ryuk) would need an
 // image from a registry, and removal by label scan is not how this
 // project cleans up: every container here is terminated by its own ID.
-func useTestcontainers(t *testing.T) {
-	t.Setenv("DOCKER_HOST", "unix://"+testSocket())
+func useTestcontainers(t *testing.T, socket string) {
+	t.Setenv("DOCKER_HOST", "unix://"+socket)
 	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 }
 
-// builtImage builds the guest image on the test Engine and registers its
-// removal by exact ID. No Engine is a failure: `make test` starts one.
-func builtImage(t *testing.T) string {
+// builtImage builds the guest image on the Engine at socket and registers
+// its removal by exact ID.
+func builtImage(t *testing.T, socket string) string {
 	t.Helper()
-	cli, err := client.New(client.WithHost("unix://" + testSocket()))
+	cli, err := client.New(client.WithHost("unix://" + socket))
 	assert.NilError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	_, err = cli.Ping(ctx, client.PingOptions{})
-	assert.NilError(t, err, "no Docker Engine answers at %s (run `make engine`)", testSocket())
 	img, err := Build(ctx, cli, BuildOptions{})
 	t.Cleanup(func() {
 		if img.ID == "" {
@@ -112,8 +101,11 @@ func runToExit(t *testing.T, image, user string, entrypoint []string, cmd ...str
 // scenarios rely on resolves; and the applet check fails for a command
 // the image lacks.
 func TestGuestImageRuns(t *testing.T) {
-	useTestcontainers(t)
-	image := builtImage(t)
+	// The Engine under test: $QUALBOX_ENGINE_SOCKET or lane A
+	// (docs/lanes.md); no Engine skips, or fails where one is required.
+	socket := testengine.Require(t)
+	useTestcontainers(t, socket)
+	image := builtImage(t, socket)
 	user := fmt.Sprintf("%d:%d", SandboxUID, SandboxGID)
 
 	t.Run("probe facts as PID 1", func(t *testing.T) {

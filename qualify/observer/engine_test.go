@@ -13,25 +13,25 @@ import (
 	"gotest.tools/v3/skip"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/qualify/observer"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
-
-const endpoint = "unix:///var/run/docker.sock"
 
 // TestRealHostV1 starts a sandbox on the real Engine, resolves its keeper
 // once through the Engine and then reads the v1 scope from the host's
 // /proc and /sys/fs/cgroup only: the limits equal the policy, and after
 // destroy the scope is gone.
 func TestRealHostV1(t *testing.T) {
+	endpoint := "unix://" + testengine.Require(t)
 	cli, err := client.New(client.WithHost(endpoint))
 	assert.NilError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
-	skip.If(t, err != nil, "no Docker Engine answers at %s (start one with `make engine`)", endpoint)
+	assert.NilError(t, err)
 	_, err = os.Stat(guest.DefaultBusybox)
 	skip.If(t, err != nil, "Debian's static busybox is not installed at %s", guest.DefaultBusybox)
 	_, err = os.Stat("/sys/fs/cgroup/memory")

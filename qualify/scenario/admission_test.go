@@ -3,7 +3,6 @@ package scenario
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/driver"
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
@@ -84,13 +84,7 @@ func TestAdmissionCrossCheck(t *testing.T) {
 // $QUALBOX_ENGINE_SOCKET (default /var/run/docker.sock; lane A): an amd64
 // Engine refuses the arm64 Desktop profile for its architecture.
 func TestAdmitAsControllerReachesTheEngineFacts(t *testing.T) {
-	sock := os.Getenv("QUALBOX_ENGINE_SOCKET")
-	if sock == "" {
-		sock = "/var/run/docker.sock"
-	}
-	if _, err := os.Stat(sock); err != nil {
-		t.Skipf("no Engine at %s: %v", sock, err)
-	}
+	sock := testengine.Require(t)
 	// No such image: admission reads it last and refuses it too.
 	env := &Env{Endpoint: "unix://" + sock, Namespace: "qualbox-admit-as", Dir: t.TempDir(), User: driver.User{UID: 65534, GID: 65534},
 		ImageID: "sha256:" + strings.Repeat("0", 64)}

@@ -1,6 +1,8 @@
 // Package enginetest holds the real-Engine fixtures driver tests share: the
-// Engine socket, the guest image and a default policy. Tests that need an
-// Engine fail (not skip) when none answers: `make test` always starts one.
+// Engine socket, the guest image and a default policy. Whether a test that
+// needs an Engine runs, skips or fails when none answers is
+// internal/testengine's decision (docs/lanes.md#engine-tests): it skips under
+// a plain `go test ./...` and fails under `make test`, which requires one.
 package enginetest
 
 import (
@@ -12,18 +14,22 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/guest"
 	"github.com/qualbox/qualbox/sandboxapi"
 )
 
-// Socket is the Engine socket tests use: $QUALBOX_ENGINE_SOCKET or the
-// lane A default.
+// Socket is the Engine socket tests use (testengine.Socket):
+// $QUALBOX_ENGINE_SOCKET, a unix:// DOCKER_HOST, or the lane A default. A
+// DOCKER_HOST this package cannot use yields the lane A default here and
+// fails the test in Client, which every Engine test calls first.
 func Socket() string {
-	if s := os.Getenv("QUALBOX_ENGINE_SOCKET"); s != "" {
-		return s
+	s, err := testengine.Socket()
+	if err != nil {
+		return testengine.DefaultSocket
 	}
-	return "/var/run/docker.sock"
+	return s
 }
 
 // Profile is the platform profile the driver tests admit the Engine under:
@@ -36,19 +42,16 @@ func Profile() string {
 	return "linux-x64-cgroupv1"
 }
 
-// Client returns a moby client for the test Engine, closed at cleanup.
+// Client returns a moby client for the test Engine, closed at cleanup. It
+// skips or fails t when no Engine answers (testengine.Require).
 func Client(t testing.TB) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.WithHost("unix://" + Socket()))
+	socket := testengine.Require(t)
+	cli, err := client.New(client.WithHost("unix://" + socket))
 	if err != nil {
 		t.Fatalf("engine client: %v", err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
-		t.Fatalf("no Engine answers at %s (run `make engine`): %v", Socket(), err)
-	}
 	return cli
 }
 
@@ -67,12 +70,13 @@ var (
 // this test-only import, production driver code never imports qualify.
 func Image(t testing.TB) string {
 	t.Helper()
+	// Outside the Once: a skip there would mark it done with no image.
+	cli := Client(t)
 	imageOnce.Do(func() {
 		if id := os.Getenv("QUALBOX_TEST_IMAGE"); id != "" {
 			imageID = id
 			return
 		}
-		cli := Client(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		// For the test profile's image architecture (linux-arm64 in lane
