@@ -232,7 +232,7 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 
 // reportFiles are the files at the top of a report besides the envelope;
 // everything else lies in a scenario's directory.
-var reportFiles = []string{"evidence.json", "summary.md", "junit.xml"}
+var reportFiles = []string{"evidence.json", "summary.md", "junit.xml", TestResultFile}
 
 // isScenarioEvidence reports whether a subject name is a scenario's
 // evidence file.

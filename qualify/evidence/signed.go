@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/qualbox/qualbox/qualify/attest"
@@ -129,7 +130,7 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 		Required:      []string{"evidence.json", "summary.md", "junit.xml"},
 		// crossCheck reads summary.md, which has no schema: declared so
 		// that it too is read once, and parsed as hashed.
-		Parsed: []string{"summary.md"},
+		Parsed: []string{"summary.md", TestResultFile},
 		Schema: func(name string) func([]byte) error {
 			subjects = append(subjects, name)
 			return schemaOf(name)
@@ -154,6 +155,10 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 				return errors.New("does not match the summary of evidence.json")
 			}
 			files, err = crossCheck(&run, subjects, read, time.Now())
+			// Optional, checked when present: see TestResultFile.
+			if slices.Contains(subjects, TestResultFile) {
+				err = errors.Join(err, checkTestResult(ctx, key, read, &run))
+			}
 			return err
 		},
 	})
