@@ -291,8 +291,13 @@ and sha256).`
 	ascii := fs.Bool("ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
 	junit := fs.Bool("junit", false, "print the gate as JUnit XML for a test reporter: one testsuite per row, named and classed qualbox.ROW")
 	testJSON := fs.Bool("test2json", false, "print the gate as the JSON events of go test (test2json), one package qualbox/ROW per row")
+	var vsa vsaFlags
+	vsa.register(fs)
 	if code, done := c.Parse(args, stdout, stderr); done {
 		return code
+	}
+	if p := vsa.problem(*policyPath); p != "" {
+		return c.UsageError(stderr, p)
 	}
 	cliRequirement := len(require) > 0 || len(rows) > 0 || len(manifests) > 0
 	switch {
@@ -368,6 +373,12 @@ and sha256).`
 		return exitcode.Internal
 	}
 	_, _ = stdout.Write(out)
+	if vsa.out != "" {
+		if err := vsa.write(ctx, *policyPath, g, reports); err != nil {
+			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
+			return exitcode.Internal
+		}
+	}
 	for _, v := range g.Violations {
 		if v.Blocking {
 			fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", v.Message)
