@@ -237,7 +237,7 @@ stdout.`
 }
 
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] DIR...",
+	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] [--vsa FILE --vsa-key FILE] DIR...",
 		"Verify several signed reports, print the gate's verdict and one matrix of scenarios by row, and gate a release on them.")
 	c.Details = `With --policy FILE each DIR is admitted by one of the policy's trust
 entries when its key's signature verifies the report, every policy row
@@ -278,7 +278,12 @@ A row SPEC is NAME=PROFILE[@ENGINE], ENGINE a prefix of the Engine version,
 e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --row rows are required;
 --manifest pins and the --require scenarios apply to every row, and the
 harness pin is this build's own module and scenario catalogue (version
-and sha256).`
+and sha256).
+With --policy, --vsa FILE also writes the gate as a SLSA Verification
+Summary (https://slsa.dev/verification_summary/v1, PASSED or FAILED) in a
+DSSE envelope signed with --vsa-key, naming the policy by digest, each
+admitted report's envelopes and what was qualified
+(docs/qualification.md#standard-attestations).`
 	fs := c.Flags
 	var keyPaths, require, manifests, rows listFlag
 	fs.Var(&keyPaths, "key", "ed25519 public key `FILE` (PEM PKIX); repeatable, one per signing host or lane; with --policy it must be one the policy trusts")
