@@ -237,7 +237,7 @@ stdout.`
 }
 
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] [--vsa FILE --vsa-key FILE] DIR...",
+	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] [--vsa FILE --vsa-key FILE [--vsa-verifier-id URI] [--vsa-resource-uri URI] [--vsa-policy-uri URI]] DIR...",
 		"Verify several signed reports, print the gate's verdict and one matrix of scenarios by row, and gate a release on them.")
 	c.Details = `With --policy FILE each DIR is admitted by one of the policy's trust
 entries when its key's signature verifies the report, every policy row

@@ -30,7 +30,7 @@ func (v *vsaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&v.key, "vsa-key", "", "ed25519 private key `FILE` (PEM PKCS#8, from keygen) signing --vsa")
 	fs.StringVar(&v.verifierID, "vsa-verifier-id", DefaultVerifierID, "verifier.id `URI` of --vsa")
 	fs.StringVar(&v.resourceURI, "vsa-resource-uri", "pkg:golang/"+qualify.HarnessIdentity().Module, "resourceUri `URI` of --vsa: what was qualified")
-	fs.StringVar(&v.policyURI, "vsa-policy-uri", "", "policy.uri of --vsa (default the --policy path as given)")
+	fs.StringVar(&v.policyURI, "vsa-policy-uri", "", "policy.uri `URI` of --vsa (default the --policy path as given)")
 }
 
 // problem says what is wrong with the flags given, or "".

@@ -50,8 +50,12 @@ const (
 // (skipped or not applicable), else PASSED; passedTests, warnedTests and
 // failedTests name scenarios as their directories do ("03-memory-exhaustion").
 // The configuration names the manifest (path, sha256), the profile and,
-// when the report records it, the harness build (module, version, VCS
-// revision as gitCommit) and its scenario catalogue (sha256).
+// when the report records it, the harness build (module; a pkg:golang
+// URI with its version unless "(devel)"; VCS revision as gitCommit) and
+// its scenario catalogue (sha256). Verification recomputes this
+// statement (checkTestResult): a change to what it yields makes every
+// earlier test-result statement fail to verify, so it must come with the
+// earlier derivation kept for the reports that carry it.
 func TestResultOf(r *Run, evidenceSHA256 string) (*intoto.Statement, error) {
 	tr := &trv0.TestResult{Result: TestPassed}
 	for _, s := range r.Scenarios {
@@ -89,12 +93,18 @@ func TestResultOf(r *Run, evidenceSHA256 string) (*intoto.Statement, error) {
 		if h.VCSRevision != "" {
 			d["gitCommit"] = h.VCSRevision
 		}
+		// A package URL's version is a released one: a (devel) build
+		// is named by its module alone, its revision in the digest.
+		uri := "pkg:golang/" + h.Module
+		if h.Version != "" && h.Version != "(devel)" {
+			uri += "@" + h.Version
+		}
 		conf = append(conf,
 			struct {
 				name, uri string
 				digest    map[string]string
 				notes     map[string]any
-			}{name: h.Module, uri: "pkg:golang/" + h.Module + "@" + h.Version, digest: d,
+			}{name: h.Module, uri: uri, digest: d,
 				notes: map[string]any{"qualbox": "harness", "version": h.Version, "vcsModified": h.VCSModified}},
 			struct {
 				name, uri string

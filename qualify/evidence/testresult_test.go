@@ -149,3 +149,23 @@ func TestRemovedTestResultIsRefused(t *testing.T) {
 	ps := problems(t, err)
 	assert.Equal(t, ps[0].File, evidence.TestResultFile)
 }
+
+// The result follows the run and its scenarios: FAILED for a failed run,
+// WARNED for a passed run with a scenario not passed, else PASSED.
+func TestTestResultResult(t *testing.T) {
+	run := &evidence.Run{Verdict: evidence.Verdict{Kind: evidence.Passed}, Manifest: evidence.Manifest{Path: "m.yaml", SHA256: strings.Repeat("a", 64)}, Profile: "p",
+		Scenarios: []evidence.ScenarioSummary{{Index: 1, Name: "a", Verdict: evidence.Verdict{Kind: evidence.Passed}}}}
+	result := func() string {
+		st, err := evidence.TestResultOf(run, strings.Repeat("b", 64))
+		assert.NilError(t, err)
+		return st.GetPredicate().GetFields()["result"].GetStringValue()
+	}
+	assert.Equal(t, result(), "PASSED")
+	run.Scenarios = append(run.Scenarios, evidence.ScenarioSummary{Index: 2, Name: "b", Verdict: evidence.Verdict{Kind: evidence.Skipped, Reason: "not run"}})
+	assert.Equal(t, result(), "WARNED")
+	run.Scenarios = append(run.Scenarios, evidence.ScenarioSummary{Index: 3, Name: "c", Verdict: evidence.Verdict{Kind: evidence.Failed}})
+	assert.Equal(t, result(), "FAILED", "a failed test is never under PASSED or WARNED")
+	run.Scenarios = run.Scenarios[:1]
+	run.Verdict = evidence.Verdict{Kind: evidence.Failed, Reason: "interrupted"}
+	assert.Equal(t, result(), "FAILED")
+}
