@@ -17,7 +17,7 @@ KEYS    ?= /var/lib/qualbox/keys
 # only with -buildvcs=true, which fails outside a checkout (a tarball).
 QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
-.PHONY: cross fuzz release test test-hermetic test-lane-b test-lane-c test-lane-d qualify qualify-lane-b qualify-linux-x64 qualify-linux-arm64 lanec-image laned-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-key gate matrix
+.PHONY: cross fuzz release test test-hermetic test-lane-b test-lane-c test-lane-d qualify qualify-lane-b qualify-linux-x64 qualify-linux-arm64 lanec-image laned-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-external verify-key gate matrix
 
 engine:
 	@scripts/engine.sh up
@@ -157,6 +157,13 @@ $(KEYS)/qualbox-ed25519.key:
 ## A local `make qualify` run is checked for integrity only with `make verify-key KEY=$(KEYS)/qualbox-ed25519.pub DIRS=...`.
 verify:
 	$(GO) run ./cmd/qualify verify --policy reports/gate-policy.yaml $(or $(DIRS),$(dir $(wildcard reports/linux-*/*/evidence.dsse.json)))
+
+## verify-external: the standard attestations checked by independent tools: cosign verify-blob-attestation
+## for both statements of a run, slsa-verifier verify-vsa for merge --vsa's summary, each refusing a
+## one-byte change (docs/qualification.md#standard-attestations). Builds both tools from the module proxy
+## into /var/cache/qualbox/tools on first use (about 19 minutes cold), hence not part of `make test`.
+verify-external:
+	QUALBOX_EXTERNAL_TOOLS=$$(scripts/external-tools.sh) $(GO) test -count=1 -run 'TestCosignVerifiesReportStatements|TestSLSAVerifierVerifiesTheSummary' -v ./cmd/qualify/
 
 ## verify-key: integrity of DIRS against the one public key KEY the caller names (no policy, no row binding).
 verify-key:

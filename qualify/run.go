@@ -265,6 +265,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err := removeEmptyDirs(out); err != nil {
 			return res, fmt.Errorf("sign report: %w", err)
 		}
+		// The test-result statement first: the report's own statement
+		// then signs it as one of the report's files.
+		if err := evidence.SignTestResult(context.WithoutCancel(ctx), out, cfg.SigningKey); err != nil {
+			return res, fmt.Errorf("sign report: %w", err)
+		}
 		if err := evidence.SignRun(context.WithoutCancel(ctx), out, cfg.SigningKey, run); err != nil {
 			return res, fmt.Errorf("sign report: %w", err)
 		}

@@ -92,8 +92,10 @@ func rewrite(t *testing.T, report, keys string, change func(r *evidence.Run, fil
 	assert.NilError(t, evidence.WriteFile(filepath.Join(report, "junit.xml"), junit))
 	assert.NilError(t, evidence.WriteJSON(filepath.Join(report, "evidence.json"), &r))
 	assert.NilError(t, os.Remove(filepath.Join(report, attest.EnvelopeFile)))
+	assert.NilError(t, os.Remove(filepath.Join(report, evidence.TestResultFile)))
 	key, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
 	assert.NilError(t, err)
+	assert.NilError(t, evidence.SignTestResult(context.Background(), report, key))
 	assert.NilError(t, evidence.SignRun(context.Background(), report, key, &r))
 }
 

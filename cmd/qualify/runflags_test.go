@@ -204,8 +204,10 @@ func TestGateRefusesPartialReports(t *testing.T) {
 	assert.NilError(t, evidence.WriteFile(filepath.Join(report, "junit.xml"), junit))
 	assert.NilError(t, evidence.WriteJSON(filepath.Join(report, "evidence.json"), &r))
 	assert.NilError(t, os.Remove(filepath.Join(report, attest.EnvelopeFile)))
+	assert.NilError(t, os.Remove(filepath.Join(report, evidence.TestResultFile)))
 	key, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))
 	assert.NilError(t, err)
+	assert.NilError(t, evidence.SignTestResult(context.Background(), report, key))
 	assert.NilError(t, evidence.SignRun(context.Background(), report, key, &r))
 	code, stderr = gate(t, report, keys, policy)
 	assert.Equal(t, code, exitcode.Failed, stderr)
@@ -256,7 +258,7 @@ func TestRunOnlyAdmissionOnLaneA(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Check(t, is.DeepEqual(names, []string{"01-admission", "evidence.dsse.json", "evidence.json", "junit.xml", "summary.md"}))
+	assert.Check(t, is.DeepEqual(names, []string{"01-admission", "evidence.dsse.json", "evidence.json", "junit.xml", "summary.md", evidence.TestResultFile}))
 
 	stdout.Reset()
 	stderr.Reset()

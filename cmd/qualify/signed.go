@@ -240,7 +240,7 @@ stdout.`
 // mergeCmd is qualify merge: its flags are mergeOptions, checked by
 // validate, then run by Exec.
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] DIR...",
+	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] [--vsa FILE --vsa-key FILE [--vsa-verifier-id URI] [--vsa-resource-uri URI] [--vsa-policy-uri URI]] DIR...",
 		"Verify several signed reports, print the gate's verdict and one matrix of scenarios by row, and gate a release on them.")
 	c.Details = `With --policy FILE each DIR is admitted by one of the policy's trust
 entries when its key's signature verifies the report, every policy row
@@ -281,7 +281,12 @@ A row SPEC is NAME=PROFILE[@ENGINE], ENGINE a prefix of the Engine version,
 e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --row rows are required;
 --manifest pins and the --require scenarios apply to every row, and the
 harness pin is this build's own module and scenario catalogue (version
-and sha256).`
+and sha256).
+With --policy, --vsa FILE also writes the gate as a SLSA Verification
+Summary (https://slsa.dev/verification_summary/v1, PASSED or FAILED) in a
+DSSE envelope signed with --vsa-key, naming the policy by digest, each
+admitted report's envelopes and what was qualified
+(docs/qualification.md#standard-attestations).`
 	var o mergeOptions
 	o.register(c.Flags)
 	if code, done := c.Parse(args, stdout, stderr); done {
@@ -299,6 +304,7 @@ type mergeOptions struct {
 	keyPaths, require, manifests, rows   listFlag
 	policyPath                           string
 	markdown, asJSON, ascii, junit, test bool
+	vsa                                  vsaFlags
 	dirs                                 []string
 }
 
@@ -314,6 +320,7 @@ func (o *mergeOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.ascii, "ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
 	fs.BoolVar(&o.junit, "junit", false, "print the gate as JUnit XML for a test reporter: one testsuite per row, named and classed qualbox.ROW")
 	fs.BoolVar(&o.test, "test2json", false, "print the gate as the JSON events of go test (test2json), one package qualbox/ROW per row")
+	o.vsa.register(fs)
 }
 
 // cliRequirement reports whether the gate's requirement comes from
@@ -325,6 +332,9 @@ func (o *mergeOptions) cliRequirement() bool {
 // validate checks the flags and directories by themselves: a usageError
 // naming what is wrong.
 func (o *mergeOptions) validate() error {
+	if p := o.vsa.problem(o.policyPath); p != "" {
+		return usageError(p)
+	}
 	switch {
 	case len(o.dirs) == 0:
 		return usageError("at least one report DIR is required")
@@ -413,6 +423,12 @@ func (o *mergeOptions) Exec(ctx context.Context, c *cli.Command, stdout, stderr 
 		return exitcode.Internal
 	}
 	_, _ = stdout.Write(out)
+	if o.vsa.out != "" {
+		if err := o.vsa.write(ctx, o.policyPath, g, reports); err != nil {
+			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
+			return exitcode.Internal
+		}
+	}
 	for _, v := range g.Violations {
 		if v.Blocking {
 			fmt.Fprintf(stderr, "qualify merge: not passed: %s\n", v.Message)

@@ -4,10 +4,12 @@
 // subjects are the SHA-256 digests of the evidence files, signed with
 // ed25519 (docs/qualification.md#evidence).
 //
-// The envelope and PAE come from go-securesystemslib/dsse. The Statement is
-// a four-field JSON document defined here: the in-toto attestation Go
-// bindings are protobuf-generated and would add protobuf to the harness for
-// those four fields; Verify applies the Statement v1 rules itself.
+// The envelope and PAE come from go-securesystemslib/dsse. The report's
+// own Statement is a four-field JSON document defined here, read by the
+// strict decoder every report file is read with; Verify applies the
+// Statement v1 rules itself. The standard statements beside it (test
+// result, Verification Summary) are built with the in-toto attestation Go
+// bindings and signed with SignPayload (docs/qualification.md#standard-attestations).
 package attest
 
 import (

@@ -77,6 +77,8 @@ var Layout = FileSet{
 		WrittenBy: "WriteReport (Markdown)", render: renderMarkdown, check: summaryProblems},
 	{Name: JUnitFile, MediaType: "application/xml", Required: true, Signed: true,
 		WrittenBy: "WriteReport (JUnit)", render: JUnit, schema: junitSchema, check: junitProblems},
+	{Name: TestResultFile, MediaType: "application/vnd.dsse.envelope.v1+json", Signed: true,
+		WrittenBy: "SignTestResult, before the envelope (only a signed report has it; checked when present)"},
 	{Name: attest.EnvelopeFile, MediaType: "application/vnd.dsse.envelope.v1+json",
 		WrittenBy: "SignRun, after every other file (only a signed report has it)"},
 	{Name: ScenarioDir + "/" + ScenarioFile, MediaType: "application/json", Required: true, Signed: true,

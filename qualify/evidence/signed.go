@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/qualbox/qualbox/qualify/attest"
@@ -83,7 +84,7 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 		// crossCheck reads the files it cross-checks that have no schema
 		// (summary.md): declared so that they too are read once, and
 		// parsed as hashed.
-		Parsed: parsedFiles(),
+		Parsed: append(parsedFiles(), TestResultFile),
 		Schema: func(name string) func([]byte) error {
 			subjects = append(subjects, name)
 			return schemaOf(name)
@@ -108,6 +109,10 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 				return errors.New("does not match the summary of evidence.json")
 			}
 			files, err = crossCheck(&run, subjects, read, time.Now())
+			// Optional, checked when present: see TestResultFile.
+			if slices.Contains(subjects, TestResultFile) {
+				err = errors.Join(err, checkTestResult(ctx, key, read, &run))
+			}
 			return err
 		},
 	})
