@@ -76,17 +76,6 @@ func (b *fakePoolBackend) destroyed(id SandboxID) int {
 	return d
 }
 
-func (b *fakePoolBackend) sandbox(id SandboxID) *fakePoolSandbox {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, s := range b.all {
-		if s.id == id {
-			return s
-		}
-	}
-	return nil
-}
-
 type fakePoolSandbox struct {
 	b         *fakePoolBackend
 	id        SandboxID
