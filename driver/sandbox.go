@@ -802,3 +802,38 @@ func (e *UncertainError) Error() string {
 func (e *UncertainError) Unwrap() error {
 	return &sandboxapi.StateError{Message: "resource acquisition outcome is uncertain"}
 }
+
+var _ sandboxapi.ReadinessChecker = (*sandbox)(nil)
+
+// CheckReady repeats, on demand, what ReserveProcess and process Start
+// check before an exec (docs/contract.md#pool): the sandbox is started,
+// running, not stopping, without a reserved process or an import in
+// progress (*sandboxapi.StateError otherwise); then daemon admission
+// against the record's daemon identity and an inspection of the owned
+// compute container requiring it running (preflight), bounded by
+// deadlines.startupMs and ctx. A changed daemon identity or a replaced or
+// stopped compute is a *sandboxapi.StateError; failed admission is an
+// *sandboxapi.UnsupportedError.
+func (s *sandbox) CheckReady(ctx context.Context) error {
+	s.mu.Lock()
+	switch {
+	case !s.started:
+		s.mu.Unlock()
+		return &sandboxapi.StateError{Message: "sandbox is not started"}
+	case s.proc != nil:
+		s.mu.Unlock()
+		return &sandboxapi.StateError{Message: "the sandbox's one process is already reserved"}
+	case s.importing > 0:
+		s.mu.Unlock()
+		return &sandboxapi.StateError{Message: "a workspace import is in progress"}
+	case s.computeStopping || s.record.Phase != sandboxapi.PhaseRunning:
+		s.mu.Unlock()
+		return &sandboxapi.StateError{Message: "sandbox compute is " + string(s.record.Phase)}
+	}
+	s.mu.Unlock()
+	eng, err := s.b.engine()
+	if err != nil {
+		return err
+	}
+	return s.preflight(ctx, eng, s.checkComputeActive)
+}

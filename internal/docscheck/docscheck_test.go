@@ -60,7 +60,7 @@ func TestSlug(t *testing.T) {
 // The docs that comments cite keep the sections they are cited by.
 func TestDocsSections(t *testing.T) {
 	for file, want := range map[string][]string{
-		"docs/contract.md":      {"Policy", "Errors", "Processes and streams", "Workspace files", "Recovery", "Datasets", "Profiles and admission", "Cleanup"},
+		"docs/contract.md":      {"Policy", "Errors", "Processes and streams", "Workspace files", "Recovery", "Datasets", "Profiles and admission", "Cleanup", "Pool"},
 		"docs/lanes.md":         {"The project's hosts", "Lane A", "Lane B", "Lane C", "Lane D", "Engine tuples", "Desktop (synthetic)", "Hosted runners"},
 		"docs/qualification.md": {"Profiles", "Rows", "Scenarios", "Evidence", "Gate"},
 	} {

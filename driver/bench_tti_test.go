@@ -1,0 +1,214 @@
+package driver_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/qualbox/qualbox/driver/internal/enginetest"
+	"github.com/qualbox/qualbox/sandboxapi"
+	"github.com/qualbox/qualbox/testbed/containers"
+)
+
+// ttiSequentialRuns is the number of sequential warm acquisitions, as in
+// the public leaderboard's 100 runs per provider.
+const ttiSequentialRuns = 100
+
+// BenchmarkWarmTTI measures time to interactive of pooled starts
+// (docs/contract.md#pool): Acquire to the first byte of a command's
+// stdout, sequential (ttiSequentialRuns, each waiting, untimed, for an
+// idle sandbox) and in bursts of 16 and 32 at once from a full pool of 32,
+// with median, p95, p99 and success rate. Each sequential sample is
+// interleaved with the reference, the plain client's exec into an already
+// running container to its first byte. It also reports the controller's
+// heap per idle pooled sandbox (target < 256 KiB). Run with -benchtime 1x.
+func BenchmarkWarmTTI(b *testing.B) {
+	be := benchBackend(b)
+	cli := enginetest.Client(b)
+	ctx := context.Background()
+	refID := runningReference(b, ctx, cli)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	pool, err := sandboxapi.NewPool(be, sandboxapi.Request{Policy: enginetest.Policy()}, sandboxapi.PoolOptions{
+		Size: 32, MaxIdle: time.Hour, StartParallelism: 2, RetryDelay: time.Second, Recovery: sandboxapi.InProcess(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := pool.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
+	fillPool(b, pool, 32)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perIdle := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / 32 / 1024
+	recordValue(b, "heap per idle pooled sandbox", below(256), perIdle, "KiB")
+
+	b.ResetTimer()
+	for range b.N {
+		var warm, ref []float64
+		ok := 0
+		for range ttiSequentialRuns {
+			fillPool(b, pool, 1)
+			r, err := referenceTTI(ctx, cli, refID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := warmTTI(ctx, pool)
+			if err == nil {
+				ok++
+				warm = append(warm, ms(d))
+				ref = append(ref, ms(r))
+				recordRatio(b, "warm TTI sequential", atMost(1.2), d.Seconds()/r.Seconds(), ms(d), ms(r), "ms")
+			} else {
+				b.Logf("warm TTI: %v", err)
+			}
+		}
+		logTTI(b, "warm sequential", warm, ok, ttiSequentialRuns)
+		logTTI(b, "reference exec into a running container", ref, len(ref), len(ref))
+		for _, n := range []int{16, 32} {
+			fillPool(b, pool, 32)
+			var mu sync.Mutex
+			var burst []float64
+			ok := 0
+			var wg sync.WaitGroup
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d, err := warmTTI(ctx, pool)
+					mu.Lock()
+					defer mu.Unlock()
+					if err == nil {
+						ok++
+						burst = append(burst, ms(d))
+					}
+				}()
+			}
+			wg.Wait()
+			logTTI(b, fmt.Sprintf("warm burst %d from a pool of 32", n), burst, ok, n)
+			for _, v := range burst {
+				recordValue(b, fmt.Sprintf("warm TTI burst %d", n), below(1000), v, "ms")
+			}
+		}
+	}
+}
+
+// fillPool waits, untimed, until pool has at least n idle sandboxes.
+func fillPool(b *testing.B, pool *sandboxapi.Pool, n int) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	deadline := time.Now().Add(5 * time.Minute)
+	for len(pool.Idle()) < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("pool did not reach %d idle sandboxes", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// warmTTI acquires a sandbox and times Acquire to the first stdout byte
+// of /bin/echo, then destroys the sandbox (untimed).
+func warmTTI(ctx context.Context, pool *sandboxapi.Pool) (d time.Duration, err error) {
+	t0 := time.Now()
+	sb, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	pr, err := sb.ReserveProcess(sandboxapi.ProcessSpec{Executable: echoCmd[0], Args: echoCmd[1:], Cwd: sb.Workspace()})
+	if err != nil {
+		return 0, err
+	}
+	p, err := pr.Start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var one [1]byte
+	if _, err := io.ReadFull(p.Stdout(), one[:]); err != nil {
+		return 0, err
+	}
+	d = time.Since(t0)
+	_, _ = io.Copy(io.Discard, p.Stdout())
+	_, _ = io.Copy(io.Discard, p.Stderr())
+	_, err = p.Wait(ctx)
+	return d, err
+}
+
+// runningReference starts the reference container, the image's keeper
+// without any of the sandbox's configuration, and removes it by ID at the
+// end of the benchmark.
+func runningReference(b *testing.B, ctx context.Context, cli *client.Client) string {
+	b.Helper()
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: enginetest.Image(b), Entrypoint: containers.KeeperCommand[:1], Cmd: containers.KeeperCommand[1:]},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if _, err := cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			b.Error(err)
+		}
+	})
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	return created.ID
+}
+
+// referenceTTI times the plain client's exec create, attach and start of
+// /bin/echo in the running reference container to the first byte.
+func referenceTTI(ctx context.Context, cli *client.Client, id string) (time.Duration, error) {
+	t0 := time.Now()
+	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: echoCmd})
+	if err != nil {
+		return 0, err
+	}
+	att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer att.Close()
+	var one [1]byte
+	if _, err := io.ReadFull(att.Reader, one[:]); err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	_, _ = io.Copy(io.Discard, att.Reader)
+	return d, nil
+}
+
+// logTTI logs median, p95, p99 (nearest rank) and success rate.
+func logTTI(b *testing.B, what string, v []float64, ok, n int) {
+	b.Helper()
+	s := slices.Clone(v)
+	slices.Sort(s)
+	rank := func(p float64) float64 {
+		if len(s) == 0 {
+			return 0
+		}
+		i := int(p*float64(len(s))+0.999999) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	b.Logf("TTI %s: median %.1f ms, p95 %.1f ms, p99 %.1f ms, success %d/%d (%.1f %%)",
+		what, rank(0.5), rank(0.95), rank(0.99), ok, n, 100*float64(ok)/float64(n))
+}
