@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -212,6 +213,80 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 		rm := float64(throughputBytes) / ref.Seconds() / (1 << 20)
 		recordRatio(b, "stdout "+throughputSize()+" throughput", atLeast(0.95), om/rm, om, rm, "MiB/s")
 	}
+}
+
+// BenchmarkStdoutThroughputLoaded is BenchmarkStdoutThroughput on a busy
+// machine: each sample starts cpuLoadProcesses busy-loop processes at
+// normal priority (2 per CPU), measures both sides under that same load,
+// and stops them (by PID) before the next sample. Which side goes first
+// alternates from sample to sample. Target: median ratio >= 0.95.
+func BenchmarkStdoutThroughputLoaded(b *testing.B) {
+	be := benchBackend(b)
+	cli := enginetest.Client(b)
+	keeper := referenceKeeper(b)
+	ctx := context.Background()
+	n := cpuLoadProcesses()
+	measure := fmt.Sprintf("stdout %s throughput, %d busy loops", throughputSize(), n)
+	for range b.N {
+		stop, err := startCPULoad(n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ours, ref time.Duration
+		if loadedSamples.Add(1)%2 == 1 {
+			ours, err = sandboxCopy(ctx, be, io.Discard)
+			if err == nil {
+				ref, err = clientCopy(ctx, cli, keeper)
+			}
+		} else {
+			ref, err = clientCopy(ctx, cli, keeper)
+			if err == nil {
+				ours, err = sandboxCopy(ctx, be, io.Discard)
+			}
+		}
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		om := float64(throughputBytes) / ours.Seconds() / (1 << 20)
+		rm := float64(throughputBytes) / ref.Seconds() / (1 << 20)
+		recordRatio(b, measure, atLeast(0.95), om/rm, om, rm, "MiB/s")
+	}
+}
+
+// loadedSamples counts BenchmarkStdoutThroughputLoaded's samples in this
+// process, to alternate which side goes first.
+var loadedSamples atomic.Int64
+
+// cpuLoadProcesses is the benchmark's fixed CPU load: 2 busy loops per CPU.
+func cpuLoadProcesses() int { return 2 * runtime.NumCPU() }
+
+// startCPULoad starts n busy-loop processes (a shell spinning on a
+// builtin, no system calls, normal priority) and returns the function that
+// kills exactly them and reaps them. A process that fails to start stops
+// those already started.
+func startCPULoad(n int) (stop func() error, err error) {
+	var procs []*exec.Cmd
+	stop = func() error {
+		var errs []error
+		for _, c := range procs {
+			if err := c.Process.Kill(); err != nil {
+				errs = append(errs, fmt.Errorf("stop busy loop %d: %w", c.Process.Pid, err))
+			}
+			_ = c.Wait() // killed: the error is the signal
+		}
+		return errors.Join(errs...)
+	}
+	for range n {
+		c := exec.Command("/bin/sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			return nil, errors.Join(fmt.Errorf("start busy loop: %w", err), stop())
+		}
+		procs = append(procs, c)
+	}
+	return stop, nil
 }
 
 // referenceKeeper starts the plain reference container through

@@ -57,6 +57,12 @@ type RawStreams struct {
 // after the staged bytes; a raw read error is a stream_failure failure.
 // Closing a public reader before its raw stream ended is abandonment, a
 // stream_failure failure; after the raw end it only discards staged bytes.
+// The public readers also implement io.WriterTo, which io.Copy prefers: it
+// hands the writer the staged bytes in place, each batch in one Write
+// (contiguous bytes, at most HighWaterMarkBytes), and they stay staged,
+// within both bounds, until that Write returned. A writer waiting for room
+// waits for room for its whole chunk or half the buffer, whichever is
+// smaller, so a reader of small pieces wakes it once per half buffer.
 //
 // A failure calls onFailure exactly once (the backend stops the whole
 // sandbox there), closes all three public streams and the raw ones, and
@@ -408,6 +414,11 @@ type ownedOutput struct {
 
 	readerEOF    bool // the reader received io.EOF
 	readerClosed bool
+	// lending is set while WriteTo hands staged bytes to its writer
+	// straight from ring, with s.mu released: those bytes stay staged
+	// (and their room taken) until the writer returned, and Read or
+	// another WriteTo waits.
+	lending bool
 }
 
 func (o *ownedOutput) Read(p []byte) (int, error) {
@@ -422,6 +433,8 @@ func (o *ownedOutput) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		case s.closed:
 			return 0, s.closeErr
+		case o.lending:
+			// a WriteTo owns the staged bytes until its writer returns
 		case o.staged > 0 && len(p) > 0:
 			n := o.take(p)
 			s.cond.Broadcast()
@@ -432,6 +445,67 @@ func (o *ownedOutput) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		case len(p) == 0:
 			return 0, nil
+		}
+		s.cond.Wait()
+	}
+}
+
+// WriteTo writes the output to w until its end, as io.Copy does with Read,
+// but hands w the staged bytes straight from the staging buffer: no copy
+// into an intermediate buffer, and each Write carries everything staged
+// that is contiguous (up to HighWaterMarkBytes), so a fast w costs one
+// wake-up per staged batch. The bytes handed to w stay staged, counting
+// against HighWaterMarkBytes and MaxBufferedOutputBytes, until w returns;
+// w must not retain them. It returns the bytes written and nil at the
+// output's end, the failure or Close error as Read would, w's error (which
+// fails nothing; closing the reader afterwards is abandonment as usual), or
+// io.ErrShortWrite for a short write without error. Read and WriteTo on the
+// same reader are serialized.
+func (o *ownedOutput) WriteTo(w io.Writer) (int64, error) {
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var total int64
+	for {
+		switch {
+		case o.readerClosed:
+			return total, &StateError{Message: o.name + " reader is closed"}
+		case o.readerEOF:
+			return total, nil
+		case s.closed:
+			return total, s.closeErr
+		case o.lending:
+		case o.staged > 0:
+			ring, head := o.ring, o.head
+			n := min(int(o.staged), len(ring)-head)
+			o.lending = true
+			s.mu.Unlock()
+			m, err := w.Write(ring[head : head+n])
+			s.mu.Lock()
+			o.lending = false
+			s.cond.Broadcast()
+			m = max(0, min(m, n))
+			total += int64(m)
+			if err == nil && m < n {
+				err = io.ErrShortWrite
+			}
+			// A Close or failure meanwhile discarded the staging (and a
+			// later byte may have started a new one): nothing to consume.
+			if len(o.ring) > 0 && &o.ring[0] == &ring[0] && !o.readerClosed && !s.closed {
+				o.head = (o.head + m) % len(o.ring)
+				o.staged -= int64(m)
+				if o.staged == 0 {
+					o.head = 0
+				}
+			}
+			if err != nil {
+				return total, err
+			}
+			continue
+		case o.ended:
+			o.discard()
+			o.readerEOF = true
+			return total, nil
 		}
 		s.cond.Wait()
 	}
@@ -571,21 +645,26 @@ func (s *OwnedStreams) deliver(o *ownedOutput, chunk []byte) bool {
 		return false
 	}
 	s.outBytes += n
+	hwm := s.limits.HighWaterMarkBytes
 	for len(chunk) > 0 {
-		for !s.closed && !o.readerClosed && o.staged >= s.limits.HighWaterMarkBytes {
+		// Wait for room for the whole rest of the chunk, or for half the
+		// buffer: a reader taking small pieces then wakes the writer once
+		// per half buffer, not once per piece.
+		want := min(int64(len(chunk)), max(1, hwm/2))
+		for !s.closed && !o.readerClosed && hwm-o.staged < want {
 			s.cond.Wait()
 		}
 		if s.closed || o.readerClosed {
 			return false
 		}
-		room := min(int64(len(chunk)), s.limits.HighWaterMarkBytes-o.staged)
+		room := min(int64(len(chunk)), hwm-o.staged)
 		if room+s.stdout.staged+s.stderr.staged > s.limits.MaxBufferedOutputBytes {
 			s.mu.Unlock()
 			s.fail(NewOperationError(CodeOutputLimit, nil, "output exceeded its combined buffered limit of %d bytes", s.limits.MaxBufferedOutputBytes))
 			s.mu.Lock()
 			return false
 		}
-		m := o.put(chunk[:room], s.limits.HighWaterMarkBytes)
+		m := o.put(chunk[:room], hwm)
 		chunk = chunk[m:]
 		s.cond.Broadcast()
 	}

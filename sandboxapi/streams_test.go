@@ -612,3 +612,95 @@ func TestOutputModeRejectsReadersToo(t *testing.T) {
 	assert.ErrorContains(t, err, "either output or stdout and stderr")
 	p.stdin.Close()
 }
+
+// lendingWriter records each Write and what was staged while it ran.
+type lendingWriter struct {
+	s      *OwnedStreams
+	got    bytes.Buffer
+	writes []int
+	staged []int64
+	block  chan struct{} // when set, the first Write waits for it
+	err    error         // returned by every Write when set
+}
+
+func (w *lendingWriter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, len(p))
+	w.staged = append(w.staged, staged(w.s, w.s.stdout))
+	if w.block != nil {
+		<-w.block
+		w.block = nil
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.got.Write(p)
+	return len(p), nil
+}
+
+// io.Copy uses WriteTo: the writer gets staged bytes in place, at most one
+// high-water mark per Write, and they stay staged (their room taken) until
+// the Write returned.
+func TestOutputModeWriteToLendsStagedBytes(t *testing.T) {
+	p := newOutputProcess()
+	s, f := ownOutput(t, p, smallLimits())
+	payload := "abcdefghijklmnopqrstuvwxyz"
+	done := p.write(false, payload)
+	w := &lendingWriter{s: s}
+	copied := make(chan error, 1)
+	var n int64
+	go func() {
+		var err error
+		n, err = io.Copy(w, s.Stdout())
+		copied <- err
+	}()
+	assert.NilError(t, <-done)
+	p.end <- nil
+	assert.NilError(t, <-copied)
+	assert.Equal(t, n, int64(len(payload)))
+	assert.Equal(t, w.got.String(), payload)
+	for i, size := range w.writes {
+		assert.Assert(t, size >= 1 && size <= 4, "write %d of %d bytes", i, size)
+		assert.Assert(t, w.staged[i] >= int64(size) && w.staged[i] <= 4, "write %d of %d bytes with %d staged", i, size, w.staged[i])
+	}
+	assert.Equal(t, f.n.Load(), int32(0))
+}
+
+// A writer's error ends WriteTo and fails nothing; a Close while the writer
+// holds staged bytes makes WriteTo return the close error.
+func TestOutputModeWriteToErrors(t *testing.T) {
+	t.Run("writer error", func(t *testing.T) {
+		p := newOutputProcess()
+		s, f := ownOutput(t, p, smallLimits())
+		_ = p.write(false, "abc")
+		cause := errors.New("disk full")
+		n, err := s.stdout.WriteTo(&lendingWriter{s: s, err: cause})
+		assert.Equal(t, n, int64(0))
+		assert.Assert(t, errors.Is(err, cause), "%v", err)
+		assert.Equal(t, f.n.Load(), int32(0))
+		assert.NilError(t, s.Err())
+	})
+	t.Run("close while lent", func(t *testing.T) {
+		p := newOutputProcess()
+		s, _ := ownOutput(t, p, smallLimits())
+		_ = p.write(false, "abcdefgh")
+		w := &lendingWriter{s: s, block: make(chan struct{})}
+		copied := make(chan error, 1)
+		go func() {
+			_, err := s.stdout.WriteTo(w)
+			copied <- err
+		}()
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.stdout.lending {
+				return poll.Success()
+			}
+			return poll.Continue("not lending yet")
+		})
+		closeErr := errors.New("owner closed")
+		s.Close(closeErr)
+		close(w.block)
+		assert.Assert(t, errors.Is(<-copied, closeErr))
+		assert.Equal(t, staged(s, s.stdout), int64(0))
+	})
+}
