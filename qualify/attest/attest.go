@@ -232,19 +232,11 @@ func Sign(ctx context.Context, dir string, key ed25519.PrivateKey, predicateType
 	if err != nil {
 		return nil, err
 	}
-	es, err := dsse.NewEnvelopeSigner(signer{key})
+	env, data, err := signEnvelope(ctx, key, payload)
 	if err != nil {
 		return nil, err
 	}
-	env, err := es.SignPayload(ctx, PayloadType, payload)
-	if err != nil {
-		return nil, err
-	}
-	data, err := json.MarshalIndent(env, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return env, writeNew(filepath.Join(dir, EnvelopeFile), append(data, '\n'), 0o644)
+	return env, writeNew(filepath.Join(dir, EnvelopeFile), data, 0o644)
 }
 
 // Problem is one reason a signed directory does not verify.

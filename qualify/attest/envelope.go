@@ -15,19 +15,26 @@ import (
 // newline. It is for the standard statements that sit beside a report's
 // EnvelopeFile (docs/qualification.md#standard-attestations).
 func SignPayload(ctx context.Context, key ed25519.PrivateKey, payload []byte) ([]byte, error) {
+	_, data, err := signEnvelope(ctx, key, payload)
+	return data, err
+}
+
+// signEnvelope signs payload with key as one DSSE envelope of PayloadType
+// and returns it with its file form: indented JSON and a final newline.
+func signEnvelope(ctx context.Context, key ed25519.PrivateKey, payload []byte) (*dsse.Envelope, []byte, error) {
 	es, err := dsse.NewEnvelopeSigner(signer{key})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	env, err := es.SignPayload(ctx, PayloadType, payload)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	data, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append(data, '\n'), nil
+	return env, append(data, '\n'), nil
 }
 
 // OpenEnvelope checks data, the bytes of the envelope file named file, as
