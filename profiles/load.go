@@ -82,25 +82,32 @@ func All() ([]Profile, error) {
 	return all, nil
 }
 
-// OldestDaemonAPIVersion returns the lowest daemon.minAPIVersion of the
-// embedded profiles ("1.<minor>"): the Engine API version a harness client
-// pins when no one profile is in play (`qualify image`, `observe
-// --container`), so that it speaks to every Engine some profile admits and
-// never negotiates. It panics on an embedded profile that does not load,
-// which the package's tests rule out.
-func OldestDaemonAPIVersion() string {
+// DaemonAPIVersionFor returns the newest daemon.minAPIVersion of the
+// embedded profiles ("1.<minor>") that is at most served, the newest API
+// version an Engine reports (its /_ping API-Version): the version a harness
+// client pins when no one profile is in play (`qualify image`, `observe
+// --container`), so that it speaks a version some profile was qualified
+// through and never negotiates to an arbitrary one. It returns "" when
+// served is not 1.<minor> or older than every profile's. It panics on an
+// embedded profile that does not load, which the package's tests rule out.
+func DaemonAPIVersionFor(served string) string {
 	all, err := All()
 	if err != nil {
 		panic(fmt.Sprintf("profiles: embedded profiles: %v", err)) // TestAllEmbeddedProfilesLoad rules it out.
 	}
-	oldest, oldestMinor := "", 0
+	m := apiVersionPattern.FindStringSubmatch(served)
+	if m == nil {
+		return ""
+	}
+	limit, _ := strconv.Atoi(m[1])
+	best, bestMinor := "", -1
 	for _, p := range all {
 		// Validation guarantees 1.<minor> with minor in range.
-		m := apiVersionPattern.FindStringSubmatch(p.Daemon.MinAPIVersion)
-		minor, _ := strconv.Atoi(m[1])
-		if oldest == "" || minor < oldestMinor {
-			oldest, oldestMinor = p.Daemon.MinAPIVersion, minor
+		pm := apiVersionPattern.FindStringSubmatch(p.Daemon.MinAPIVersion)
+		minor, _ := strconv.Atoi(pm[1])
+		if minor <= limit && minor > bestMinor {
+			best, bestMinor = p.Daemon.MinAPIVersion, minor
 		}
 	}
-	return oldest
+	return best
 }

@@ -2,7 +2,6 @@ package profiles
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -263,19 +262,12 @@ func TestParseMalformed(t *testing.T) {
 	}
 }
 
-// The oldest pin is the lowest daemon.minAPIVersion of the embedded
-// profiles (lane A's linux-x64-cgroupv1, 1.41), and no profile's is lower.
-func TestOldestDaemonAPIVersion(t *testing.T) {
-	all, err := All()
-	assert.NilError(t, err)
-	got := OldestDaemonAPIVersion()
-	assert.Equal(t, got, "1.41")
-	for _, p := range all {
-		var pm, gm int
-		_, err := fmt.Sscanf(p.Daemon.MinAPIVersion, "1.%d", &pm)
-		assert.NilError(t, err)
-		_, err = fmt.Sscanf(got, "1.%d", &gm)
-		assert.NilError(t, err)
-		assert.Check(t, gm <= pm, "%s: %s is older than %s", p.Name, p.Daemon.MinAPIVersion, got)
+// A profile-less client pins the newest profile pin the Engine serves:
+// lane A's 20.10 (API 1.41) gets 1.41, a 29.x Engine (API 1.52, which
+// refuses 1.41) 1.52, one newer still 1.52; an Engine older than every
+// profile, or a malformed version, gets none.
+func TestDaemonAPIVersionFor(t *testing.T) {
+	for served, want := range map[string]string{"1.41": "1.41", "1.47": "1.41", "1.52": "1.52", "1.56": "1.52", "1.40": "", "2.0": "", "": ""} {
+		assert.Check(t, is.Equal(DaemonAPIVersionFor(served), want), "served %q", served)
 	}
 }

@@ -271,6 +271,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return res, fmt.Errorf("sign report: %w", err)
 		}
 		if err := evidence.SignRun(context.WithoutCancel(ctx), out, cfg.SigningKey, run); err != nil {
+			// Only a signed report holds the test-result statement
+			// (evidence.Layout): an unsigned one does not keep it.
+			_ = os.Remove(filepath.Join(out, evidence.TestResultFile))
 			return res, fmt.Errorf("sign report: %w", err)
 		}
 		res.Envelope = filepath.Join(out, attest.EnvelopeFile)

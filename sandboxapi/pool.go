@@ -186,6 +186,11 @@ func (p *Pool) Idle() []SandboxID {
 // failed too; an *UnsupportedError, after destroying it, for a sandbox
 // that does not implement ReadinessChecker.
 func (p *Pool) Acquire(ctx context.Context) (Sandbox, error) {
+	// A caller already cancelled takes nothing: its check would fail for
+	// its own context and destroy a healthy idle sandbox.
+	if err := ctx.Err(); err != nil {
+		return nil, &OperationError{Code: fromContextCode(err), Message: "acquire cancelled before a pooled sandbox was taken", Err: err}
+	}
 	p.mu.Lock()
 	for len(p.idle) == 0 {
 		if p.closed {

@@ -371,3 +371,26 @@ func TestPoolCloseDestroysIdleCancelsStartsAndLeavesNoGoroutine(t *testing.T) {
 	assert.Assert(t, strings.Contains(fmt.Sprint(err), "pool is closed"))
 	assert.NilError(t, p.Close(context.Background()), "second Close")
 }
+
+// An Acquire whose context already ended takes nothing: the idle
+// sandboxes stay idle and none is destroyed, and the error is the
+// cancellation's.
+func TestPoolAcquireWithEndedContextTakesNothing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	b := &fakePoolBackend{}
+	p, err := NewPool(b, poolRequest(t), poolOptions(2))
+	assert.NilError(t, err)
+	defer closePool(t, p)
+	waitFor(t, "2 idle", func() bool { return len(p.Idle()) == 2 })
+	idle := p.Idle()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = p.Acquire(ctx)
+	var op *OperationError
+	assert.Assert(t, errors.As(err, &op), "%v", err)
+	assert.Equal(t, op.Code, CodeCancelled)
+	assert.DeepEqual(t, p.Idle(), idle)
+	for _, id := range idle {
+		assert.Equal(t, b.destroyed(id), 0, "%s", id)
+	}
+}

@@ -194,15 +194,29 @@ loop:
 // keeper resolves a container's keeper PID with one inspect, then closes
 // the Engine connection: everything after is /proc and /sys only.
 func keeper(ctx context.Context, endpoint, id string) (int, error) {
-	// One container inspect, through the oldest API version any profile
-	// admits, pinned as the driver pins its own: never negotiated.
-	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-observe"), client.WithAPIVersion(profiles.OldestDaemonAPIVersion()))
+	// One container inspect, through the newest profile pin the Engine
+	// serves (profiles.DaemonAPIVersionFor its /_ping API-Version), pinned
+	// as the driver pins its own: never negotiated.
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pinger, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-observe"), client.WithAPIVersion(profiles.DaemonAPIVersionFor("1.999")))
+	if err != nil {
+		return 0, err
+	}
+	ping, err := pinger.Ping(cctx, client.PingOptions{})
+	pinger.Close()
+	if err != nil {
+		return 0, err
+	}
+	pin := profiles.DaemonAPIVersionFor(ping.APIVersion)
+	if pin == "" {
+		return 0, fmt.Errorf("the Engine at %s reports API %s, older than every profile's daemon.minAPIVersion", endpoint, ping.APIVersion)
+	}
+	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-observe"), client.WithAPIVersion(pin))
 	if err != nil {
 		return 0, err
 	}
 	defer eng.Close()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	return observer.KeeperPID(cctx, eng, id)
 }
 

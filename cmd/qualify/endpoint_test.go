@@ -103,6 +103,14 @@ func TestConnectPinsTheAPIVersion(t *testing.T) {
 	skip.If(t, ver.APIVersion != "1.41", "lane A serves API %s, not Debian's 20.10 1.41", ver.APIVersion)
 	assert.Equal(t, eng.ClientVersion(), "1.41")
 
+	// Without a profile the pin is the newest profile pin the Engine
+	// serves: 1.41 here, never whatever the Engine offers (API 1.41 too,
+	// but a profile-less client on an API 1.56 Engine gets 1.52).
+	eng, err = connect(context.Background(), defaultEndpoint, "")
+	assert.NilError(t, err)
+	assert.Equal(t, eng.ClientVersion(), "1.41")
+	eng.Close()
+
 	_, err = connect(context.Background(), defaultEndpoint, "1.52")
 	assert.ErrorContains(t, err, "qualify: the Engine at "+defaultEndpoint+" does not serve Engine API 1.52 (it reports API 1.41): ")
 }

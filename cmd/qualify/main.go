@@ -297,7 +297,7 @@ contexts are ignored on purpose.`
 			return c.UsageError(stderr, "--busybox "+err.Error()+"; install Debian's static busybox (apt-get install busybox-static)")
 		}
 	}
-	eng, err := connect(ctx, *endpoint, profiles.OldestDaemonAPIVersion())
+	eng, err := connect(ctx, *endpoint, "")
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitcode.Unavailable
@@ -326,13 +326,19 @@ var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // connect returns a client of the Engine at endpoint that speaks exactly
 // apiVersion ("1.<minor>") on every request, as the driver's client does:
 // no negotiation, so the harness reads and builds through the API the
-// profile was qualified against. It pings first: when nothing answers, the
-// error is one line naming the socket and how to start an Engine. It then
-// reads /version through the pinned API: an Engine that does not serve it
-// is refused with an error naming the endpoint, the version and the one
-// the Engine reports.
+// profile was qualified against. An empty apiVersion, for a command that
+// serves no one profile, pins the newest profile pin the Engine serves
+// (profiles.DaemonAPIVersionFor its /_ping API-Version). It pings first:
+// when nothing answers, the error is one line naming the socket and how
+// to start an Engine. It then reads /version through the pinned API: an
+// Engine that does not serve it is refused with an error naming the
+// endpoint, the version and the one the Engine reports.
 func connect(ctx context.Context, endpoint, apiVersion string) (*client.Client, error) {
-	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"), client.WithAPIVersion(apiVersion))
+	pin := apiVersion
+	if pin == "" {
+		pin = profiles.DaemonAPIVersionFor("1.999") // only /_ping, which is unversioned, goes out with it
+	}
+	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"), client.WithAPIVersion(pin))
 	if err != nil {
 		return nil, fmt.Errorf("qualify: engine endpoint %s: %v", endpoint, err)
 	}
@@ -347,6 +353,15 @@ func connect(ctx context.Context, endpoint, apiVersion string) (*client.Client, 
 			cause = opErr.Unwrap().Error()
 		}
 		return nil, fmt.Errorf("qualify: no Docker Engine answers at %s (%s); start one with `make engine` or `dockerd --host %s`", endpoint, oneLine(cause), endpoint)
+	}
+	if apiVersion == "" {
+		eng.Close()
+		if apiVersion = profiles.DaemonAPIVersionFor(ping.APIVersion); apiVersion == "" {
+			return nil, fmt.Errorf("qualify: the Engine at %s reports API %s, older than every profile's daemon.minAPIVersion", endpoint, ping.APIVersion)
+		}
+		if eng, err = client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"), client.WithAPIVersion(apiVersion)); err != nil {
+			return nil, fmt.Errorf("qualify: engine endpoint %s: %v", endpoint, err)
+		}
 	}
 	if _, err := eng.ServerVersion(pctx, client.ServerVersionOptions{}); err != nil {
 		eng.Close()
