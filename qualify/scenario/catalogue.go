@@ -22,8 +22,11 @@ import (
 // has it (Linux 6.11 and later, whose pids.events is hierarchical);
 // version 5 has isolation check the workload's uname(2) machine against
 // the profile's image architecture (aarch64 on an arm64 row, x86_64 on an
-// emulated amd64 one) and admission's asController.
-const CatalogueVersion = 5
+// emulated amd64 one) and admission's asController; version 6 samples the
+// observer's time series during memory-exhaustion, pid-exhaustion,
+// tmpfs-bounds and descendant-containment and checks that it reached the
+// limit.
+const CatalogueVersion = 6
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.

@@ -67,10 +67,13 @@ func (s PIDExhaustion) Run(ctx context.Context, env *Env, params map[string]any,
 		return err
 	}
 	rec.Equal("observer pids.max", p.PIDs, val(o.snaps[0].PidsMax))
+	series := o.series(ctx)
+	defer series()
 	exit, stdout, _, err := o.run(ctx, probeSpec("spawn", strconv.FormatInt(p.Spawn, 10), "30"))
 	if err != nil {
 		return err
 	}
+	ser := series()
 	rs, err := results(stdout)
 	if err != nil || len(rs) != 1 {
 		return fmt.Errorf("probe spawn result: %v (%d results)", err, len(rs))
@@ -80,6 +83,7 @@ func (s PIDExhaustion) Run(ctx context.Context, env *Env, params map[string]any,
 	rec.Equal("exit receipt", sandboxapi.Exited(0).String(), exit.String())
 	rec.Equal("spawn fails inside with", "EAGAIN", r.Errno)
 	rec.Check("descendants started below the cap", fmt.Sprintf("0 < n < %d", p.PIDs), r.Done, r.Done > 0 && r.Done < p.PIDs)
+	checkSeriesPids(rec, "bomb", ser, r.Done)
 
 	during := o.snap("during")
 	// The cap was hit with the probe's own threads counted; once it
@@ -130,10 +134,13 @@ func (s TmpfsBounds) Run(ctx context.Context, env *Env, params map[string]any, r
 	before := o.snaps[0]
 	script := fmt.Sprintf("%[1]s fill %[2]s/fill %[3]d && %[1]s fill %[4]s/fill %[5]d",
 		ProbePath, driver.TempPath, 2*ts.TempBytes, driver.HomePath, 2*ts.HomeBytes)
+	series := o.series(ctx)
+	defer series()
 	exit, stdout, _, err := o.run(ctx, shellSpec(script))
 	if err != nil {
 		return err
 	}
+	ser := series()
 	rec.Equal("exit receipt", sandboxapi.Exited(0).String(), exit.String())
 	rs, err := results(stdout)
 	if err != nil || len(rs) != 2 {
@@ -149,6 +156,7 @@ func (s TmpfsBounds) Run(ctx context.Context, env *Env, params map[string]any, r
 		rec.Check(want.path+": bytes written", fmt.Sprintf("(%d/2, %d]", want.size, want.size), r.Done, r.Done > want.size/2 && r.Done <= want.size)
 	}
 	written := rs[0].Done + rs[1].Done
+	checkSeriesRise(rec, "fill", "memory usage (bytes, tmpfs pages charged)", ser, memoryUsage, written)
 	during := o.snap("during")
 	shmem := num(during.ShmemBytes) - num(before.ShmemBytes)
 	rec.Check("observer: tmpfs pages charged as shmem", fmt.Sprintf(">= %d (bytes written)", written), shmem, shmem >= written)

@@ -101,10 +101,13 @@ func (s MemoryExhaustion) Run(ctx context.Context, env *Env, params map[string]a
 		} else {
 			rec.Equal("oom: observer swap max (v2)", int64(0), val(before.MemorySwapLimitBytes))
 		}
+		series := o.series(ctx)
+		defer series()
 		exit, _, stderr, err := o.run(ctx, probeSpec("alloc", strconv.FormatInt(p.AllocMiB, 10)))
 		if err != nil {
 			return err
 		}
+		checkSeriesOOM(rec, "oom", series(), p.MemoryBytes)
 		during := o.snap("during")
 		delta := num(during.OOMKills) - num(before.OOMKills)
 		rec.Equal("oom: exit receipt (SIGKILL)", sandboxapi.Exited(137).String(), exit.String())

@@ -41,6 +41,8 @@ func (s DescendantContainment) Run(ctx context.Context, env *Env, params map[str
 	if err != nil {
 		return err
 	}
+	series := o.series(ctx)
+	defer series()
 	exit, stdout, _, err := o.run(ctx, probeSpec("spawn", fmt.Sprint(n), "60"))
 	if err != nil {
 		return err
@@ -49,6 +51,7 @@ func (s DescendantContainment) Run(ctx context.Context, env *Env, params map[str
 	if err != nil || len(rs) != 1 {
 		return fmt.Errorf("probe spawn result: %v (%d results)", err, len(rs))
 	}
+	checkSeriesRise(rec, "tree", "pids.current (the descendants)", series(), pidsCurrent, n)
 	rec.Equal("leader exit receipt", sandboxapi.Exited(0).String(), exit.String())
 	rec.Equal("descendants started", int64(n), rs[0].Done)
 	during := o.snap("during")

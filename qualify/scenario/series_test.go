@@ -1,0 +1,67 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+
+	"github.com/qualbox/qualbox/qualify/observer"
+)
+
+func i64p(v int64) *int64 { return &v }
+
+func memSeries(usage ...int64) observer.Series {
+	var s observer.Series
+	for i, u := range usage {
+		kills := int64(0)
+		if u < 0 {
+			u, kills = -u, 1
+		}
+		s.Samples = append(s.Samples, observer.Sample{OffsetMillis: int64(i) * 50, MemoryUsageBytes: i64p(u), OOMKills: i64p(kills)})
+	}
+	return s
+}
+
+// Each series check fails for the reason it exists: a series that
+// stopped short of the limit, one without the kill, one sample only.
+func TestSeriesChecksFailForTheirReason(t *testing.T) {
+	const limit = 64 << 20
+	rec := NewRecord()
+	checkSeriesOOM(rec, "oom", memSeries(1<<20, 40<<20, 63<<20, -2<<20), limit)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
+
+	rec = NewRecord()
+	checkSeriesOOM(rec, "oom", memSeries(1<<20, 30<<20, -2<<20), limit)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"oom: observer series: memory usage reached the limit"})
+
+	rec = NewRecord()
+	checkSeriesOOM(rec, "oom", memSeries(1<<20, 63<<20, 2<<20), limit)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"oom: observer series: oom_kill rose during it"})
+
+	rec = NewRecord()
+	checkSeriesOOM(rec, "oom", memSeries(-(63 << 20)), limit)
+	got := failed(rec.Snapshot().Checks)
+	assert.Assert(t, len(got) > 0 && got[0] == "oom: observer series sampled the workload", "%v", got)
+
+	pids := func(cur, ref int64) observer.Sample {
+		return observer.Sample{PidsCurrent: i64p(cur), PidsLimitRefusals: i64p(ref)}
+	}
+	rec = NewRecord()
+	checkSeriesPids(rec, "bomb", observer.Series{Samples: []observer.Sample{pids(1, 0), pids(64, 9), pids(40, 9)}}, 40)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
+	rec = NewRecord()
+	checkSeriesPids(rec, "bomb", observer.Series{Samples: []observer.Sample{pids(1, 0), pids(30, 0)}}, 40)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{
+		"bomb: observer series: forks refused at pids.max during it",
+		"bomb: observer series: pids.current peak",
+	})
+	// Unreadable counters are not a rise of zero that happens to pass.
+	rec = NewRecord()
+	checkSeriesRise(rec, "tree", "pids.current", observer.Series{Samples: []observer.Sample{{}, {}}}, pidsCurrent, 0)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"tree: observer series: pids.current rose"})
+	rec = NewRecord()
+	checkSeriesRise(rec, "tree", "pids.current", observer.Series{Samples: []observer.Sample{pids(2, 0), pids(5, 0)}}, pidsCurrent, 3)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
+	assert.Assert(t, strings.Contains(rec.Snapshot().Checks[1].Want, ">= 3"))
+}
