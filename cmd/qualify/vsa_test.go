@@ -100,3 +100,28 @@ func TestVerificationSummaryFlagsNeedPolicyAndKey(t *testing.T) {
 		assert.Check(t, is.Contains(stderr.String(), want))
 	}
 }
+
+// The summary names the envelope and test-result statement that were
+// verified: a file swapped on disk after verification (a hostile host
+// racing the gate) changes nothing the summary says.
+func TestVerificationSummaryNamesTheVerifiedBytes(t *testing.T) {
+	dir := t.TempDir()
+	_, report, pub := signedRun(t, dir, true)
+	k, err := attest.LoadPublicKey(pub)
+	assert.NilError(t, err)
+	signed, err := evidence.VerifyRun(context.Background(), report, k)
+	assert.NilError(t, err)
+	want := map[string]string{}
+	for _, f := range []string{attest.EnvelopeFile, evidence.TestResultFile} {
+		want[f] = sha256File(t, filepath.Join(report, f))
+		assert.NilError(t, os.WriteFile(filepath.Join(report, f), []byte("{}"), 0o644))
+	}
+	st, err := evidence.VSAOf(&evidence.GateResult{}, []*evidence.Signed{signed}, evidence.VSAInput{VerifierID: "v", PolicyURI: "p", PolicySHA256: strings.Repeat("0", 64)})
+	assert.NilError(t, err)
+	got := map[string]string{}
+	for _, in := range st.Predicate.Fields["inputAttestations"].GetListValue().GetValues() {
+		f := in.GetStructValue().Fields
+		got[filepath.Base(f["uri"].GetStringValue())] = f["digest"].GetStructValue().Fields["sha256"].GetStringValue()
+	}
+	assert.DeepEqual(t, got, want)
+}

@@ -52,6 +52,11 @@ type Statement struct {
 	Subject       []Subject       `json:"subject"`
 	PredicateType string          `json:"predicateType"`
 	Predicate     json.RawMessage `json:"predicate"`
+	// EnvelopeSHA256 is, on a Statement Verify returns, the lowercase hex
+	// SHA-256 of the envelope file as Verify read and verified it: what a
+	// summary of the verification names as its input, with no second read
+	// of a file that may have changed since. Not part of the statement.
+	EnvelopeSHA256 string `json:"-"`
 }
 
 type signer struct{ key ed25519.PrivateKey }
@@ -339,6 +344,7 @@ func Verify(ctx context.Context, dir string, key ed25519.PublicKey, opts Options
 	if len(v.problems.Problems) > 0 {
 		return nil, v.problems
 	}
+	v.st.EnvelopeSHA256 = v.envelopeSHA256
 	return &v.st, nil
 }
 
@@ -350,8 +356,10 @@ type verification struct {
 	problems *VerifyError
 	env      dsse.Envelope
 	st       Statement
-	root     *os.Root
-	listed   map[string]bool
+	// envelopeSHA256 is the SHA-256 of the envelope bytes read (hex).
+	envelopeSHA256 string
+	root           *os.Root
+	listed         map[string]bool
 	// digests are the signed SHA-256s of the listed subjects.
 	digests map[string]string
 	// checks are opts.Schema's checks, asked once per subject.
@@ -394,6 +402,8 @@ func (v *verification) readEnvelope(context.Context) bool {
 		v.failErr(EnvelopeFile, "envelope: ", err)
 		return false
 	}
+	sum := sha256.Sum256(data)
+	v.envelopeSHA256 = hex.EncodeToString(sum[:])
 	return true
 }
 

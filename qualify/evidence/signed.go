@@ -65,6 +65,11 @@ type Signed struct {
 	// Scenarios are the verified scenario evidence files by Run.Scenarios
 	// index; nil for a scenario listed as not run (no directory).
 	Scenarios []*Scenario
+	// Attestations maps the report's attestation files (its
+	// attest.EnvelopeFile, and TestResultFile when it has one) to the
+	// lowercase hex SHA-256 of the bytes VerifyRun verified: a summary of
+	// the verification names these, never a later read of the files.
+	Attestations map[string]string
 }
 
 // VerifyRun verifies a signed report directory against key: the envelope
@@ -119,7 +124,13 @@ func VerifyRun(ctx context.Context, dir string, key ed25519.PublicKey) (*Signed,
 	if err != nil {
 		return nil, err
 	}
-	return &Signed{Dir: dir, Run: &run, Predicate: pred, Subjects: len(st.Subject), Scenarios: files}, nil
+	att := map[string]string{attest.EnvelopeFile: st.EnvelopeSHA256}
+	for _, s := range st.Subject {
+		if s.Name == TestResultFile {
+			att[TestResultFile] = s.Digest["sha256"]
+		}
+	}
+	return &Signed{Dir: dir, Run: &run, Predicate: pred, Subjects: len(st.Subject), Scenarios: files, Attestations: att}, nil
 }
 
 // parsedFiles are the Layout files crossCheck reads that have no schema.

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,7 +77,8 @@ func VSASubjects(reports []*Signed) ([]*intoto.ResourceDescriptor, error) {
 // TestResultFile when it has one) as an input attestation by sha256, and
 // verifiedLevels "QUALBOX_ROW_<ROW>" for each passed row (upper case,
 // '-' as '_'); no SLSA_* level, since a qualification checks no build
-// provenance. The input envelopes are hashed as they are on disk now.
+// provenance. The input attestations are named by the digests VerifyRun
+// verified (Signed.Attestations), not hashed again from disk.
 func VSAOf(g *GateResult, reports []*Signed, in VSAInput) (*intoto.Statement, error) {
 	subjects, err := VSASubjects(reports)
 	if err != nil {
@@ -101,16 +101,15 @@ func VSAOf(g *GateResult, reports []*Signed, in VSAInput) (*intoto.Statement, er
 	}
 	for _, s := range reports {
 		for _, f := range []string{attest.EnvelopeFile, TestResultFile} {
-			data, err := os.ReadFile(filepath.Join(s.Dir, f))
-			if os.IsNotExist(err) && f == TestResultFile {
+			sum, ok := s.Attestations[f]
+			if !ok && f == TestResultFile {
 				continue
 			}
-			if err != nil {
-				return nil, fmt.Errorf("evidence: verification summary: %w", err)
+			if sum == "" {
+				return nil, fmt.Errorf("evidence: verification summary: %s of %s has no verified digest", f, s.Dir)
 			}
-			sum := sha256.Sum256(data)
 			p.InputAttestations = append(p.InputAttestations, &vsav1.VerificationSummary_InputAttestation{
-				Uri: filepath.ToSlash(filepath.Join(s.Dir, f)), Digest: map[string]string{"sha256": hex.EncodeToString(sum[:])}})
+				Uri: filepath.ToSlash(filepath.Join(s.Dir, f)), Digest: map[string]string{"sha256": sum}})
 		}
 	}
 	pred, err := toStruct(p)
