@@ -40,8 +40,10 @@ type PoolOptions struct {
 	// like any other sandbox's (docs/contract.md#recovery).
 	Recovery RecoveryPolicy
 	// OnEvent, if set, is called for every event in the pool's life, from
-	// the pool's own goroutines. It must not block and must not call the
-	// pool.
+	// the pool's own goroutines and Acquire's, never after Close returned;
+	// a sandbox's "started" comes before any other event of it. It must
+	// not block and must not call the pool (it may run under the pool's
+	// lock).
 	OnEvent func(PoolEvent)
 }
 
@@ -214,6 +216,10 @@ func (p *Pool) Acquire(ctx context.Context) (Sandbox, error) {
 	p.idle = p.idle[1:]
 	e.timer.Stop() // an expiry already running finds e gone and does nothing
 	p.refillLocked()
+	// Close waits for this acquisition: a refused sandbox's destroy and
+	// its event never happen after Close returned.
+	p.wg.Add(1)
+	defer p.wg.Done()
 	p.mu.Unlock()
 
 	checker, ok := e.sb.(ReadinessChecker)
@@ -238,8 +244,9 @@ func (p *Pool) Acquire(ctx context.Context) (Sandbox, error) {
 // Close stops refilling, cancels starts in progress (each cleans up what
 // it acquired), destroys every idle sandbox (Stop then Destroy, each
 // bounded by deadlines.cleanupMs and detached from ctx's cancellation),
-// and returns once none of the pool's goroutines remains. Sandboxes
-// already acquired are not touched. It returns the joined cleanup errors;
+// and returns once none of the pool's goroutines remains and no Acquire
+// is still checking a sandbox it took (so no event follows Close's
+// return). Sandboxes already acquired are not touched. It returns the joined cleanup errors;
 // a second Close returns nil.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
@@ -304,9 +311,9 @@ func (p *Pool) startOne(res Reservation) {
 		p.idle = append(p.idle, e)
 		p.lastErr = nil
 		p.signalLocked()
-		p.mu.Unlock()
+		// Under p.mu, so that no Acquire can take sb, and report it
+		// acquired, before it was reported started.
 		p.emit(PoolEvent{Kind: PoolStarted, SandboxID: sb.ID()})
-		p.mu.Lock()
 	} else if !p.closed {
 		p.lastErr = err
 		p.signalLocked()

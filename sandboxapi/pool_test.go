@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,7 +26,11 @@ type fakePoolBackend struct {
 	startWait time.Duration // each Start takes this long (or until ctx ends)
 	checkErr  error         // every CheckReady fails with it when set
 	noChecker bool          // sandboxes do not implement ReadinessChecker
-	all       []*fakePoolSandbox
+	// checkGate, when set, makes CheckReady signal checkEntered and wait
+	// for it to be closed.
+	checkGate    chan struct{}
+	checkEntered chan struct{}
+	all          []*fakePoolSandbox
 }
 
 func (b *fakePoolBackend) Support() Support { return Support{BackendID: "fake-pool"} }
@@ -131,6 +136,13 @@ func (s *fakePoolSandbox) Destroy(context.Context) error {
 	return nil
 }
 func (s *fakePoolSandbox) CheckReady(context.Context) error {
+	s.b.mu.Lock()
+	gate, entered := s.b.checkGate, s.b.checkEntered
+	s.b.mu.Unlock()
+	if gate != nil {
+		entered <- struct{}{}
+		<-gate
+	}
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	return s.b.checkErr
@@ -393,4 +405,80 @@ func TestPoolAcquireWithEndedContextTakesNothing(t *testing.T) {
 	for _, id := range idle {
 		assert.Equal(t, b.destroyed(id), 0, "%s", id)
 	}
+}
+
+// Close called while an Acquire is checking the sandbox it took waits for
+// it: the refused sandbox is destroyed, and its event sent, before Close
+// returns.
+func TestPoolCloseWaitsForAnAcquisitionBeingChecked(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	b := &fakePoolBackend{checkErr: &StateError{Message: "daemon identity changed"}, checkGate: gate, checkEntered: entered}
+	var mu sync.Mutex
+	closed := false
+	var late []PoolEvent
+	opts := poolOptions(1)
+	opts.OnEvent = func(ev PoolEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			late = append(late, ev)
+		}
+	}
+	p, err := NewPool(b, poolRequest(t), opts)
+	assert.NilError(t, err)
+	waitFor(t, "1 idle", func() bool { return len(p.Idle()) == 1 })
+	id := p.Idle()[0]
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(context.Background())
+		acquired <- err
+	}()
+	<-entered
+	done := make(chan error, 1)
+	go func() { done <- p.Close(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Close returned (%v) while an Acquire was still checking %s", err, id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	assert.NilError(t, <-done)
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	assert.Equal(t, b.destroyed(id), 1, "the refused sandbox is destroyed before Close returns")
+	var se *StateError
+	assert.Assert(t, errors.As(<-acquired, &se))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, len(late), 0, "events after Close returned: %v", late)
+}
+
+// A sandbox is reported started before anything else of it, even when the
+// event handler is slow and an Acquire is waiting for that very sandbox.
+func TestPoolReportsStartedBeforeAcquired(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var mu sync.Mutex
+	var events []string
+	opts := poolOptions(1)
+	opts.OnEvent = func(ev PoolEvent) {
+		if ev.Kind == PoolStarted {
+			time.Sleep(20 * time.Millisecond)
+		}
+		mu.Lock()
+		events = append(events, string(ev.Kind)+" "+string(ev.SandboxID))
+		mu.Unlock()
+	}
+	b := &fakePoolBackend{}
+	p, err := NewPool(b, poolRequest(t), opts)
+	assert.NilError(t, err)
+	sb, err := p.Acquire(context.Background())
+	assert.NilError(t, err)
+	closePool(t, p)
+	mu.Lock()
+	defer mu.Unlock()
+	first := slices.Index(events, "started "+string(sb.ID()))
+	acq := slices.Index(events, "acquired "+string(sb.ID()))
+	assert.Assert(t, first >= 0 && acq > first, "events %v", events)
 }
