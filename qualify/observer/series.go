@@ -108,6 +108,8 @@ type Sampler struct {
 	once   sync.Once
 	mu     sync.Mutex
 	series Series
+	fsys   fs.FS
+	reader sampleReader
 }
 
 // Sample starts sampling s in fsys every interval, keeping at most
@@ -120,8 +122,8 @@ func (s Scope) Sample(ctx context.Context, fsys fs.FS, interval time.Duration, m
 		panic(fmt.Sprintf("observer: Sample(interval %v, maxSamples %d): want >= 1ms and >= 2", interval, maxSamples))
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	sm := &Sampler{cancel: cancel, done: make(chan struct{})}
 	r := s.sampleReader()
+	sm := &Sampler{cancel: cancel, done: make(chan struct{}), fsys: fsys, reader: r}
 	ser := &sm.series
 	*ser = Series{Version: s.Version, Start: time.Now().UTC(), IntervalMillis: interval.Milliseconds(), MaxSamples: maxSamples, Files: r.files()}
 	limits := s.Read(fsys, "series start")
@@ -169,12 +171,21 @@ func (ser *Series) thin() {
 	ser.IntervalMillis *= 2
 }
 
-// Stop ends the sampling and returns the series. It may be called more
-// than once; every call returns the same series.
+// Stop ends the sampling, takes one last sample (the counters as the
+// workload left them, which the interval's last tick may have missed) and
+// returns the series. It may be called more than once; every call returns
+// the same series.
 func (sm *Sampler) Stop() Series {
 	sm.once.Do(func() {
 		sm.cancel()
 		<-sm.done
+		sm.mu.Lock()
+		ser := &sm.series
+		ser.Samples = append(ser.Samples, sm.reader.read(sm.fsys, ser, time.Since(ser.Start).Milliseconds()))
+		if len(ser.Samples) > ser.MaxSamples {
+			ser.thin()
+		}
+		sm.mu.Unlock()
 	})
 	return sm.Peek()
 }
