@@ -135,14 +135,26 @@ func minimalContainer(ctx context.Context, cli *client.Client, image string) (id
 	return created.ID, remove, nil
 }
 
-// execFirstByte creates and attaches an exec of cmd in container id and
-// reads its first stdout byte; the attachment is returned open.
-func execFirstByte(ctx context.Context, cli *client.Client, id string, cmd []string) (client.HijackedResponse, error) {
-	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdin: true, AttachStdout: true, AttachStderr: true, Cmd: cmd})
+// execAttach creates an exec of cmd in container id through the plain
+// Engine client, stdout and stderr attached (stdin too when stdin is
+// set), and attaches to it, which starts it. The attachment is returned
+// open; the caller closes it.
+func execAttach(ctx context.Context, cli *client.Client, id string, cmd []string, stdin bool) (client.HijackedResponse, error) {
+	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdin: stdin, AttachStdout: true, AttachStderr: true, Cmd: cmd})
 	if err != nil {
 		return client.HijackedResponse{}, err
 	}
 	att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return client.HijackedResponse{}, err
+	}
+	return att.HijackedResponse, nil
+}
+
+// execFirstByte creates and attaches an exec of cmd in container id and
+// reads its first stdout byte; the attachment is returned open.
+func execFirstByte(ctx context.Context, cli *client.Client, id string, cmd []string) (client.HijackedResponse, error) {
+	att, err := execAttach(ctx, cli, id, cmd, true)
 	if err != nil {
 		return client.HijackedResponse{}, err
 	}
@@ -151,7 +163,7 @@ func execFirstByte(ctx context.Context, cli *client.Client, id string, cmd []str
 		att.Close()
 		return client.HijackedResponse{}, err
 	}
-	return att.HijackedResponse, nil
+	return att, nil
 }
 
 func clientFirstByte(ctx context.Context, cli *client.Client, image string, cmd []string) (time.Duration, error) {
@@ -341,11 +353,7 @@ func sandboxCopy(ctx context.Context, be *driver.Backend, w io.Writer) (time.Dur
 
 func clientCopy(ctx context.Context, cli *client.Client, id string) (time.Duration, error) {
 	t0 := time.Now()
-	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: throughputCmd})
-	if err != nil {
-		return 0, err
-	}
-	att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	att, err := execAttach(ctx, cli, id, throughputCmd, false)
 	if err != nil {
 		return 0, err
 	}

@@ -179,11 +179,7 @@ func runningReference(b *testing.B, ctx context.Context, cli *client.Client) str
 // /bin/echo in the running reference container to the first byte.
 func referenceTTI(ctx context.Context, cli *client.Client, id string) (time.Duration, error) {
 	t0 := time.Now()
-	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: echoCmd})
-	if err != nil {
-		return 0, err
-	}
-	att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	att, err := execAttach(ctx, cli, id, echoCmd, false)
 	if err != nil {
 		return 0, err
 	}

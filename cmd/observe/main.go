@@ -44,11 +44,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/qualbox/qualbox/internal/cli"
+	"github.com/qualbox/qualbox/internal/enginepin"
 	"github.com/qualbox/qualbox/internal/exitcode"
-	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/observer"
@@ -192,31 +190,17 @@ loop:
 }
 
 // keeper resolves a container's keeper PID with one inspect, then closes
-// the Engine connection: everything after is /proc and /sys only.
+// the Engine connection: everything after is /proc and /sys only. The
+// inspect goes through the newest profile pin the Engine serves, pinned
+// as the driver pins its own: never negotiated (enginepin.Connect).
 func keeper(ctx context.Context, endpoint, id string) (int, error) {
-	// One container inspect, through the newest profile pin the Engine
-	// serves (profiles.DaemonAPIVersionFor its /_ping API-Version), pinned
-	// as the driver pins its own: never negotiated.
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	pinger, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-observe"), client.WithAPIVersion(profiles.DaemonAPIVersionFor("1.999")))
-	if err != nil {
-		return 0, err
-	}
-	ping, err := pinger.Ping(cctx, client.PingOptions{})
-	pinger.Close()
-	if err != nil {
-		return 0, err
-	}
-	pin := profiles.DaemonAPIVersionFor(ping.APIVersion)
-	if pin == "" {
-		return 0, fmt.Errorf("the Engine at %s reports API %s, older than every profile's daemon.minAPIVersion", endpoint, ping.APIVersion)
-	}
-	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-observe"), client.WithAPIVersion(pin))
+	eng, _, err := enginepin.Connect(ctx, endpoint, "qualbox-observe", "")
 	if err != nil {
 		return 0, err
 	}
 	defer eng.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	return observer.KeeperPID(cctx, eng, id)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/qualbox/qualbox/internal/cli/clitest"
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/qualify/attest"
+	"github.com/qualbox/qualbox/qualify/syntheticengine"
 )
 
 const trees = "../../qualify/observer/testdata/"
@@ -76,6 +77,45 @@ func TestObserveOccupiedScopeFails(t *testing.T) {
 	code := run(context.Background(), []string{"--root", trees + "v2-systemd", "--pid", "4242", "--until-gone", "--timeout", "300ms", "--interval", "100ms"}, &stdout, &stderr)
 	assert.Equal(t, code, exitcode.Failed)
 	assert.Check(t, is.Contains(stderr.String(), "scope still occupied"))
+}
+
+// --container resolves the keeper through the newest profile pin the
+// Engine serves: on an Engine reporting API 1.45 the inspect goes out as
+// /v1.41, neither the Engine's version nor the newest pin 1.52 (the
+// synthetic Engine answers it with 501, so observe stops there, exit 3);
+// an Engine reporting 1.40 is refused before any inspect, and where
+// nothing answers the error names the socket.
+func TestObserveContainerPinsTheAPIVersion(t *testing.T) {
+	dir, err := os.MkdirTemp("", "qb-observe")
+	assert.NilError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	shape := syntheticengine.Desktop().Clone()
+	shape.Version.APIVersion = "1.45"
+	srv, err := syntheticengine.Start(dir, shape)
+	assert.NilError(t, err)
+	t.Cleanup(func() { assert.Check(t, srv.Close()) })
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--container", "c0ffee", "--endpoint", srv.Endpoint()}, &stdout, &stderr)
+	assert.Check(t, is.Equal(code, exitcode.Unavailable), stderr.String())
+	assert.Check(t, is.Contains(srv.Requests(), "GET /v1.41/containers/c0ffee/json"), "%v", srv.Requests())
+
+	shape.Version.APIVersion = "1.40"
+	srv.SetShape(shape)
+	srv.ResetRequests()
+	stderr.Reset()
+	code = run(context.Background(), []string{"--container", "c0ffee", "--endpoint", srv.Endpoint()}, &stdout, &stderr)
+	assert.Check(t, is.Equal(code, exitcode.Unavailable))
+	assert.Check(t, is.Equal(stderr.String(), "observe: the Engine at "+srv.Endpoint()+" reports API 1.40, older than every profile's daemon.minAPIVersion\n"))
+	for _, r := range srv.Requests() {
+		assert.Check(t, strings.HasSuffix(r, " /_ping"), "only /_ping reaches a refused Engine: %s", r)
+	}
+
+	sock := "unix://" + filepath.Join(dir, "nothing.sock")
+	stderr.Reset()
+	code = run(context.Background(), []string{"--container", "c0ffee", "--endpoint", sock}, &stdout, &stderr)
+	assert.Check(t, is.Equal(code, exitcode.Unavailable))
+	assert.Check(t, strings.HasPrefix(stderr.String(), "observe: no Docker Engine answers at "+sock+" ("), stderr.String())
+	assert.Check(t, is.Equal(stdout.String(), ""))
 }
 
 func TestObserveUsage(t *testing.T) {

@@ -64,8 +64,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/internal/cli"
+	"github.com/qualbox/qualbox/internal/enginepin"
 	"github.com/qualbox/qualbox/internal/exitcode"
-	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/guest"
@@ -328,44 +328,24 @@ var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // no negotiation, so the harness reads and builds through the API the
 // profile was qualified against. An empty apiVersion, for a command that
 // serves no one profile, pins the newest profile pin the Engine serves
-// (profiles.DaemonAPIVersionFor its /_ping API-Version). It pings first:
-// when nothing answers, the error is one line naming the socket and how
-// to start an Engine. It then reads /version through the pinned API: an
-// Engine that does not serve it is refused with an error naming the
-// endpoint, the version and the one the Engine reports.
+// (enginepin.Connect). It pings first: when nothing answers, the error is
+// one line naming the socket and how to start an Engine. It then reads
+// /version through the pinned API: an Engine that does not serve it is
+// refused with an error naming the endpoint, the version and the one the
+// Engine reports.
 func connect(ctx context.Context, endpoint, apiVersion string) (*client.Client, error) {
-	pin := apiVersion
-	if pin == "" {
-		pin = profiles.DaemonAPIVersionFor("1.999") // only /_ping, which is unversioned, goes out with it
+	eng, served, err := enginepin.Connect(ctx, endpoint, "qualbox-qualify", apiVersion)
+	if noEngine := (*enginepin.NoEngineError)(nil); errors.As(err, &noEngine) {
+		return nil, fmt.Errorf("qualify: %v; start one with `make engine` or `dockerd --host %s`", err, endpoint)
 	}
-	eng, err := client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"), client.WithAPIVersion(pin))
 	if err != nil {
-		return nil, fmt.Errorf("qualify: engine endpoint %s: %v", endpoint, err)
+		return nil, fmt.Errorf("qualify: %v", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ping, err := eng.Ping(pctx, client.PingOptions{})
-	if err != nil {
-		eng.Close()
-		cause := err.Error()
-		var opErr interface{ Unwrap() error }
-		if errors.As(err, &opErr) && opErr.Unwrap() != nil {
-			cause = opErr.Unwrap().Error()
-		}
-		return nil, fmt.Errorf("qualify: no Docker Engine answers at %s (%s); start one with `make engine` or `dockerd --host %s`", endpoint, oneLine(cause), endpoint)
-	}
-	if apiVersion == "" {
-		eng.Close()
-		if apiVersion = profiles.DaemonAPIVersionFor(ping.APIVersion); apiVersion == "" {
-			return nil, fmt.Errorf("qualify: the Engine at %s reports API %s, older than every profile's daemon.minAPIVersion", endpoint, ping.APIVersion)
-		}
-		if eng, err = client.New(client.WithHost(endpoint), client.WithUserAgent("qualbox-qualify"), client.WithAPIVersion(apiVersion)); err != nil {
-			return nil, fmt.Errorf("qualify: engine endpoint %s: %v", endpoint, err)
-		}
-	}
 	if _, err := eng.ServerVersion(pctx, client.ServerVersionOptions{}); err != nil {
 		eng.Close()
-		return nil, fmt.Errorf("qualify: the Engine at %s does not serve Engine API %s (it reports API %s): %s", endpoint, apiVersion, ping.APIVersion, oneLine(err.Error()))
+		return nil, fmt.Errorf("qualify: the Engine at %s does not serve Engine API %s (it reports API %s): %s", endpoint, eng.ClientVersion(), served, oneLine(err.Error()))
 	}
 	return eng, nil
 }

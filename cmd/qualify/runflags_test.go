@@ -17,6 +17,7 @@ import (
 	"gotest.tools/v3/skip"
 
 	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
@@ -221,6 +222,8 @@ func TestGateRefusesPartialReports(t *testing.T) {
 // --key accepts.
 func TestRunOnlyAdmissionOnLaneA(t *testing.T) {
 	skip.If(t, testing.Short(), "runs against lane A's Engine")
+	socket := testengine.Require(t)
+	skip.If(t, "unix://"+socket != defaultEndpoint, "a lane A run; the test Engine is at unix://%s", socket)
 	eng, err := connect(context.Background(), defaultEndpoint, "1.41")
 	skip.If(t, err != nil, "lane A: %v", err)
 	eng.Close()

@@ -21,6 +21,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
@@ -216,6 +217,9 @@ func laneAEngine(sock string) (bool, string) {
 func TestActionOnLaneA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios against lane A")
+	}
+	if socket := testengine.Require(t); socket != laneA {
+		t.Skipf("the action test runs against lane A (docs/lanes.md#lane-a); the test Engine is at unix://%s", socket)
 	}
 	if ok, why := laneAEngine(laneA); !ok {
 		t.Skipf("no lane A Engine at unix://%s (%s): the action test runs against lane A (docs/lanes.md#lane-a)", laneA, why)

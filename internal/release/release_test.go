@@ -2,9 +2,14 @@ package release
 
 import (
 	"archive/zip"
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -120,8 +125,30 @@ func write(t *testing.T, dir, name, body string) {
 	assert.NilError(t, os.WriteFile(p, []byte(body), 0o644))
 }
 
-// A guest image that cannot be written leaves nothing under its name and
-// no temporary file beside it; the error names what was wrong.
+// staticELF returns a minimal static ELF executable for machine, as the
+// guest image accepts it: a header and one PT_LOAD program header, no
+// interpreter, no dynamic section, then tag.
+func staticELF(t *testing.T, machine elf.Machine, tag string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	h := elf.Header64{
+		Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT),
+		Phoff: 64, Ehsize: 64, Phentsize: 56, Phnum: 1, Shentsize: 64,
+	}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	assert.NilError(t, binary.Write(&b, binary.LittleEndian, h))
+	assert.NilError(t, binary.Write(&b, binary.LittleEndian, elf.Prog64{Type: uint32(elf.PT_LOAD), Flags: uint32(elf.PF_R | elf.PF_X), Align: 4096}))
+	b.WriteString(tag)
+	return b.Bytes()
+}
+
+// A guest image whose inputs are refused fails before anything is
+// written, naming what was wrong; one whose archive cannot be renamed
+// into place (dst is a non-empty directory, which rename(2) never
+// replaces with a file) fails after its temporary file was written and
+// leaves that file behind no more than a partial archive under dst's
+// name: dst is the directory it was, and nothing else is beside it.
 func TestWriteImageLeavesNothingOnFailure(t *testing.T) {
 	dir := t.TempDir()
 	bb, probe := filepath.Join(dir, "busybox"), filepath.Join(dir, "probe")
@@ -138,4 +165,38 @@ func TestWriteImageLeavesNothingOnFailure(t *testing.T) {
 	entries, err := os.ReadDir(out)
 	assert.NilError(t, err)
 	assert.Check(t, is.Len(entries, 0), "left behind: %v", entries)
+
+	// Inputs WriteImage accepts: the archive is built and written.
+	assert.NilError(t, os.WriteFile(bb, staticELF(t, elf.EM_X86_64, "busybox"), 0o755))
+	assert.NilError(t, os.WriteFile(probe, staticELF(t, elf.EM_X86_64, "probe"), 0o755))
+	assert.NilError(t, os.Mkdir(dst, 0o755))
+	assert.NilError(t, os.WriteFile(filepath.Join(dst, "kept"), []byte("kept"), 0o644))
+	_, err = WriteImage(dst, bb, probe, "amd64")
+	var link *os.LinkError
+	assert.Assert(t, errors.As(err, &link) && link.Op == "rename" && link.New == dst, "want the rename onto %s to fail, got %v", dst, err)
+	assert.Check(t, strings.HasPrefix(filepath.Base(link.Old), ".guest-image-") && filepath.Dir(link.Old) == out,
+		"the temporary file is written beside dst: %s", link.Old)
+	entries, err = os.ReadDir(out)
+	assert.NilError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Check(t, is.DeepEqual(names, []string{"guest.tar"}), "only dst is in %s", out)
+	kept, err := os.ReadDir(dst)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(kept, 1), "dst's own contents, untouched: %v", kept)
+
+	// The same inputs with a free dst: the archive lands there, so the
+	// failure above was the rename's.
+	assert.NilError(t, os.RemoveAll(dst))
+	id, err := WriteImage(dst, bb, probe, "amd64")
+	assert.NilError(t, err)
+	assert.Check(t, is.Regexp(`^sha256:[0-9a-f]{64}$`, id))
+	fi, err := os.Stat(dst)
+	assert.NilError(t, err)
+	assert.Check(t, fi.Mode().IsRegular() && fi.Mode().Perm() == 0o644, "%v", fi.Mode())
+	entries, err = os.ReadDir(out)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(entries, 1), "nothing beside dst: %v", entries)
 }
