@@ -80,30 +80,94 @@ func BenchmarkWarmTTI(b *testing.B) {
 		logTTI(b, "reference exec into a running container", ref, len(ref), len(ref))
 		for _, n := range []int{16, 32} {
 			fillPool(b, pool, 32)
-			var mu sync.Mutex
-			var burst []float64
-			ok := 0
-			var wg sync.WaitGroup
-			for range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					d, err := warmTTI(ctx, pool)
-					mu.Lock()
-					defer mu.Unlock()
-					if err == nil {
-						ok++
-						burst = append(burst, ms(d))
-					}
-				}()
-			}
-			wg.Wait()
-			logTTI(b, fmt.Sprintf("warm burst %d from a pool of 32", n), burst, ok, n)
-			for _, v := range burst {
+			got, ok := burst(n, func() (time.Duration, error) { return warmTTI(ctx, pool) })
+			logTTI(b, fmt.Sprintf("warm burst %d from a pool of 32", n), got, ok, n)
+			for _, v := range got {
 				recordValue(b, fmt.Sprintf("warm TTI burst %d", n), below(1000), v, "ms")
 			}
 		}
 	}
+}
+
+// BenchmarkColdTTI measures time to interactive of cold starts in the
+// same form as BenchmarkWarmTTI: Reserve to the first stdout byte of
+// /bin/echo in a new sandbox, ttiSequentialRuns times in sequence, each
+// interleaved with the reference (the plain client's create, start and
+// exec of the same image to its first byte, clientFirstByte), then bursts
+// of 16 and 32 cold starts at once, each followed by a burst of the same
+// size of the reference. It logs median, p95, p99 and success rate of
+// each side and records the per-sample sequential ratio (target <= 1.2)
+// and each burst's ratio of medians. Run with -benchtime 1x.
+func BenchmarkColdTTI(b *testing.B) {
+	be := benchBackend(b)
+	cli := enginetest.Client(b)
+	image := enginetest.Image(b)
+	ctx := context.Background()
+	// One untimed round of both sides (see BenchmarkStartLatency).
+	if _, err := qualboxFirstByte(ctx, be, echoCmd); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := clientFirstByte(ctx, cli, image, echoCmd); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		var cold, ref []float64
+		ok, refOK := 0, 0
+		for range ttiSequentialRuns {
+			d, err := qualboxFirstByte(ctx, be, echoCmd)
+			r, rerr := clientFirstByte(ctx, cli, image, echoCmd)
+			if err != nil {
+				b.Logf("cold TTI: %v", err)
+			} else {
+				ok++
+				cold = append(cold, ms(d))
+			}
+			if rerr != nil {
+				b.Logf("reference: %v", rerr)
+			} else {
+				refOK++
+				ref = append(ref, ms(r))
+			}
+			if err == nil && rerr == nil {
+				recordRatio(b, "cold TTI sequential", atMost(1.2), d.Seconds()/r.Seconds(), ms(d), ms(r), "ms")
+			}
+		}
+		logTTI(b, "cold sequential", cold, ok, ttiSequentialRuns)
+		logTTI(b, "reference create+start+exec, sequential", ref, refOK, ttiSequentialRuns)
+		for _, n := range []int{16, 32} {
+			ours, ourOK := burst(n, func() (time.Duration, error) { return qualboxFirstByte(ctx, be, echoCmd) })
+			theirs, theirOK := burst(n, func() (time.Duration, error) { return clientFirstByte(ctx, cli, image, echoCmd) })
+			logTTI(b, fmt.Sprintf("cold burst %d", n), ours, ourOK, n)
+			logTTI(b, fmt.Sprintf("reference burst %d", n), theirs, theirOK, n)
+			if len(ours) > 0 && len(theirs) > 0 {
+				mo, mt := median(ours), median(theirs)
+				recordRatio(b, fmt.Sprintf("cold TTI burst %d (medians)", n), atMost(1.2), mo/mt, mo, mt, "ms")
+			}
+		}
+	}
+}
+
+// burst runs start n times at once and returns the durations of those
+// that succeeded (ms) and how many did.
+func burst(n int, start func() (time.Duration, error)) ([]float64, int) {
+	var mu sync.Mutex
+	var out []float64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := start()
+			if err == nil {
+				mu.Lock()
+				out = append(out, ms(d))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out, len(out)
 }
 
 // fillPool waits, untimed, until pool has at least n idle sandboxes.
