@@ -27,7 +27,10 @@ func TestRealHostV1(t *testing.T) {
 	endpoint := "unix://" + testengine.Require(t)
 	cli, err := client.New(client.WithHost(endpoint))
 	assert.NilError(t, err)
-	defer cli.Close()
+	// A cleanup, not a defer: the image and sandbox cleanups below run after
+	// the test function returns and still use cli, so it closes after them
+	// and leaves no idle connection behind.
+	t.Cleanup(func() { assert.Check(t, cli.Close()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})

@@ -50,7 +50,7 @@ func (l *liveScope) set(usage, oomKills, pids, refusals int64) {
 }
 
 func TestSeriesFollowsTheCounters(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l, scope := newLiveScope(t)
 	fsys := os.DirFS(l.root)
 	sm := scope.Sample(context.Background(), fsys, 2*time.Millisecond, 1000)
@@ -100,7 +100,7 @@ func TestSeriesFollowsTheCounters(t *testing.T) {
 // A full series halves itself and samples at twice the interval, so it
 // keeps the whole run within its bound.
 func TestSeriesThinsAtItsBound(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l, scope := newLiveScope(t)
 	sm := scope.Sample(context.Background(), os.DirFS(l.root), time.Millisecond, 8)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
@@ -138,7 +138,7 @@ func TestSeriesLocalRefusalsAndVanishedScope(t *testing.T) {
 }
 
 func TestSeriesStopsWithItsContext(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l, scope := newLiveScope(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	sm := scope.Sample(ctx, os.DirFS(l.root), time.Millisecond, 100)
