@@ -36,9 +36,11 @@ type Dataset struct {
 	Name string `json:"name"`
 	// ImageID is the exact local image ID, "sha256:<64 hex>".
 	ImageID string `json:"imageDigest"`
-	// Subpath is an optional canonical relative directory inside the image
-	// mounted instead of the image root; nil mounts the root. A non-nil
-	// empty subpath is an error, not "absent" (docs/contract.md#datasets).
+	// Subpath is an optional canonical relative path of a directory or
+	// regular file inside the image, mounted instead of the image root; nil
+	// mounts the root. A non-nil empty subpath is an error, not "absent".
+	// One the Engine cannot mount inside the image fails Start with
+	// *DatasetSubpathError (docs/contract.md#datasets).
 	Subpath *string `json:"subpath,omitempty"`
 }
 

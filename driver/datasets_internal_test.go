@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"gotest.tools/v3/assert"
 
 	"github.com/qualbox/qualbox/sandboxapi"
@@ -63,4 +64,59 @@ func TestParseSubpath(t *testing.T) {
 		err := parseSubpath(p)
 		assert.ErrorContains(t, err, want, "%q", p)
 	}
+}
+
+// engineReply is an Engine error reply as the moby client returns it: the
+// daemon's message, classified by its HTTP status through errdefs.
+type engineReply struct {
+	msg   string
+	class error
+}
+
+func (e engineReply) Error() string { return e.msg }
+func (e engineReply) Unwrap() error { return e.class }
+
+// datasetSubpathFailure maps only the Engine's subpath refusals, at 400,
+// 404 or 500, to the typed error, and names the dataset whose subpath the reply
+// names (every dataset with a subpath when it names none); anything else
+// stays the caller's to classify. The live refusals are
+// TestDatasetSubpathRefusals's, on an Engine with image mounts.
+func TestDatasetSubpathFailure(t *testing.T) {
+	a, b := "corpus/nested", "link"
+	ds := []Dataset{{Name: "whole"}, {Name: "first", Subpath: &a}, {Name: "second", Subpath: &b}}
+	escape := "error while mounting volume '': path concatenation escapes the base directory, base: /var/lib/docker/rootfs/overlayfs/abc, subpath: link"
+	absent := "cannot access path /var/lib/docker/rootfs/overlayfs/abc/corpus/nested: lstat /var/lib/docker/rootfs/overlayfs/abc/corpus/nested: no such file or directory"
+	for _, tc := range []struct {
+		name  string
+		err   error
+		want  []DatasetRef
+		typed bool
+	}{
+		{"escape names its subpath", engineReply{escape, cerrdefs.ErrInvalidArgument}, []DatasetRef{{2, "second", "link"}}, true},
+		{"inaccessible names its subpath", engineReply{absent, cerrdefs.ErrNotFound}, []DatasetRef{{1, "first", "corpus/nested"}}, true},
+		{"unattributed names every subpath", engineReply{"error while resolving symlinks in combined path \"/x/y\": too many links", cerrdefs.ErrInvalidArgument},
+			[]DatasetRef{{1, "first", "corpus/nested"}, {2, "second", "link"}}, true},
+		{"another 400", engineReply{"invalid mount config", cerrdefs.ErrInvalidArgument}, nil, false},
+		{"a missing container", engineReply{"No such container: abc", cerrdefs.ErrNotFound}, nil, false},
+		{"inaccessible at a 500", engineReply{absent, cerrdefs.ErrInternal}, []DatasetRef{{1, "first", "corpus/nested"}}, true},
+		{"the words at an unclassified status", engineReply{escape, cerrdefs.ErrUnknown}, nil, false},
+		{"no reply", errors.New(escape), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := datasetSubpathFailure(tc.err, ds)
+			if !tc.typed {
+				assert.Check(t, got == nil, "%v", got)
+				return
+			}
+			assert.Assert(t, got != nil)
+			assert.DeepEqual(t, got.Datasets, tc.want)
+			for _, host := range []string{"/var/lib", "base directory", "no such file", "too many links"} {
+				assert.Check(t, !strings.Contains(got.Error(), host), "%s", got)
+			}
+			var ve *sandboxapi.ValidationError
+			assert.Assert(t, errors.As(got, &ve))
+			assert.Equal(t, len(ve.Issues), len(tc.want))
+		})
+	}
+	assert.Check(t, datasetSubpathFailure(engineReply{escape, cerrdefs.ErrInvalidArgument}, ds[:1]) == nil, "no dataset has a subpath")
 }

@@ -447,11 +447,22 @@ func (s *sandbox) inspectOwnedRef(ctx context.Context, eng *engine, role sandbox
 
 // startCompute prepares the workspace in the created compute container,
 // starts it and reads it back.
+//
+// The Engine mounts the container's dataset subpaths both for the archive
+// request that prepares the workspace and for the start, so a subpath it
+// cannot mount inside its image fails either one; that refusal is a
+// *DatasetSubpathError, without the Engine's host paths.
 func (s *sandbox) startCompute(ctx context.Context, eng *engine, computeID string) (*inspection, error) {
 	if err := s.prepareWork(ctx, eng, computeID); err != nil {
+		if de := datasetSubpathFailure(err, s.b.cfg.Datasets); de != nil {
+			return nil, de
+		}
 		return nil, err
 	}
 	if _, err := eng.cli.ContainerStart(ctx, computeID, client.ContainerStartOptions{}); err != nil {
+		if de := datasetSubpathFailure(err, s.b.cfg.Datasets); de != nil {
+			return nil, de
+		}
 		return nil, engineFailure(err, "start compute container %s", computeID)
 	}
 	return s.inspectOwned(ctx, eng, sandboxapi.RoleCompute)
