@@ -27,13 +27,17 @@ const (
 // runs: how memory and PIDs moved on the way to a limit, which snapshots
 // before and after cannot show. Limits are read once, at the start.
 //
-// A series holds at most its MaxSamples: when full, every second sample is
-// dropped and the interval doubles, so the series keeps covering the whole
-// run at a coarser grain (Thinned counts the halvings).
+// A series holds at most its MaxSamples: on reaching that many, every
+// second sample is dropped and the interval doubles, so the series keeps
+// covering the whole run at a coarser grain (Thinned counts the halvings).
+// The bound in use is odd (an even MaxSamples is lowered by one), so a
+// thinning keeps the first and the newest sample and the kept samples
+// stay IntervalMillis apart; only Stop's final sample falls between ticks.
 type Series struct {
 	Version int `json:"version"`
 	// Start is when the first sample was taken (UTC); sample offsets are
-	// from it.
+	// from it, measured on the monotonic clock (a wall-clock step does not
+	// move them).
 	Start time.Time `json:"start"`
 	// IntervalMillis is the interval between kept samples, in ms: the
 	// requested one times 2^Thinned.
@@ -58,8 +62,14 @@ type Sample struct {
 	// OffsetMillis is the time since the series' Start, in ms.
 	OffsetMillis int64 `json:"t"`
 	// MemoryUsageBytes is memory.usage_in_bytes (v1) or memory.current
-	// (v2).
+	// (v2): the usage at the moment of reading.
 	MemoryUsageBytes *int64 `json:"memoryUsageBytes"`
+	// MemoryPeakBytes is the kernel's high-water mark of the usage since
+	// the cgroup was created: memory.max_usage_in_bytes (v1) or
+	// memory.peak (v2, Linux 5.19 and later; nil before). A usage spike
+	// between two ticks (the last pages before an OOM kill) shows here
+	// when MemoryUsageBytes missed it.
+	MemoryPeakBytes *int64 `json:"memoryPeakBytes,omitempty"`
 	// OOMKills is the scope's oom_kill counter (v1 memory.oom_control, v2
 	// memory.events).
 	OOMKills *int64 `json:"oomKills"`
@@ -68,6 +78,17 @@ type Sample struct {
 	// PidsLimitRefusals is the count Snapshot.PidsLimitRefusals reads:
 	// pids.events.local max where the kernel has it, else pids.events max.
 	PidsLimitRefusals *int64 `json:"pidsLimitRefusals"`
+}
+
+// Readable returns how many samples have a non-nil value of field.
+func (s *Series) Readable(field func(Sample) *int64) int {
+	n := 0
+	for _, x := range s.Samples {
+		if field(x) != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Peak returns the largest non-nil value field picks out of the samples,
@@ -110,22 +131,27 @@ type Sampler struct {
 	series Series
 	fsys   fs.FS
 	reader sampleReader
+	t0     time.Time // the series' start with its monotonic reading
 }
 
 // Sample starts sampling s in fsys every interval, keeping at most
 // maxSamples (see Series), and takes the first sample before it returns.
-// It panics on an interval below 1 ms or maxSamples below 2: those are
+// It panics on an interval below 1 ms or maxSamples below 3: those are
 // programming errors, not inputs. Stop ends it; ctx ending stops the
 // sampling too, keeping what was taken.
 func (s Scope) Sample(ctx context.Context, fsys fs.FS, interval time.Duration, maxSamples int) *Sampler {
-	if interval < time.Millisecond || maxSamples < 2 {
-		panic(fmt.Sprintf("observer: Sample(interval %v, maxSamples %d): want >= 1ms and >= 2", interval, maxSamples))
+	if interval < time.Millisecond || maxSamples < 3 {
+		panic(fmt.Sprintf("observer: Sample(interval %v, maxSamples %d): want >= 1ms and >= 3", interval, maxSamples))
 	}
+	// An odd bound: thinning n samples to the even indices keeps index 0
+	// and n-1 only when n is odd.
+	bound := maxSamples - (1 - maxSamples%2)
 	ctx, cancel := context.WithCancel(ctx)
 	r := s.sampleReader()
-	sm := &Sampler{cancel: cancel, done: make(chan struct{}), fsys: fsys, reader: r}
+	t0 := time.Now() // keeps its monotonic reading; Start is its wall time
+	sm := &Sampler{cancel: cancel, done: make(chan struct{}), fsys: fsys, reader: r, t0: t0}
 	ser := &sm.series
-	*ser = Series{Version: s.Version, Start: time.Now().UTC(), IntervalMillis: interval.Milliseconds(), MaxSamples: maxSamples, Files: r.files()}
+	*ser = Series{Version: s.Version, Start: t0.UTC(), IntervalMillis: interval.Milliseconds(), MaxSamples: maxSamples, Files: r.files()}
 	limits := s.Read(fsys, "series start")
 	ser.MemoryLimitBytes, ser.PidsMax = limits.MemoryLimitBytes, limits.PidsMax
 	ser.Samples = append(ser.Samples, r.read(fsys, ser, 0))
@@ -140,8 +166,8 @@ func (s Scope) Sample(ctx context.Context, fsys fs.FS, interval time.Duration, m
 				return
 			case now := <-t.C:
 				sm.mu.Lock()
-				ser.Samples = append(ser.Samples, r.read(fsys, ser, now.Sub(ser.Start).Milliseconds()))
-				full := len(ser.Samples) >= maxSamples
+				ser.Samples = append(ser.Samples, r.read(fsys, ser, now.Sub(t0).Milliseconds()))
+				full := len(ser.Samples) >= bound
 				if full {
 					ser.thin()
 				}
@@ -156,13 +182,13 @@ func (s Scope) Sample(ctx context.Context, fsys fs.FS, interval time.Duration, m
 	return sm
 }
 
-// thin drops every second sample (keeping the first and the newest) and
-// doubles the interval.
+// thin keeps the samples at even indices (the first, and the newest when
+// their count is odd, as Sample's bound makes it) and doubles the
+// interval.
 func (ser *Series) thin() {
 	kept := ser.Samples[:0]
-	n := len(ser.Samples)
 	for i, x := range ser.Samples {
-		if i%2 == 0 || i == n-1 {
+		if i%2 == 0 {
 			kept = append(kept, x)
 		}
 	}
@@ -181,10 +207,8 @@ func (sm *Sampler) Stop() Series {
 		<-sm.done
 		sm.mu.Lock()
 		ser := &sm.series
-		ser.Samples = append(ser.Samples, sm.reader.read(sm.fsys, ser, time.Since(ser.Start).Milliseconds()))
-		if len(ser.Samples) > ser.MaxSamples {
-			ser.thin()
-		}
+		// The ticker keeps fewer than the bound, so this one fits.
+		ser.Samples = append(ser.Samples, sm.reader.read(sm.fsys, ser, time.Since(sm.t0).Milliseconds()))
 		sm.mu.Unlock()
 	})
 	return sm.Peek()
@@ -204,7 +228,7 @@ func (sm *Sampler) Peek() Series {
 // sampleReader names the few files a sample reads; Read reads them all
 // and more, which is too much every 50 ms.
 type sampleReader struct {
-	usage, oom, pidsCurrent, pidsEvents, pidsEventsLocal string
+	usage, peak, oom, pidsCurrent, pidsEvents, pidsEventsLocal string
 }
 
 func (s Scope) sampleReader() sampleReader {
@@ -220,8 +244,10 @@ func (s Scope) sampleReader() sampleReader {
 	}
 	if s.Version == 1 {
 		r.usage, r.oom = join("memory", "memory.usage_in_bytes"), join("memory", "memory.oom_control")
+		r.peak = join("memory", "memory.max_usage_in_bytes")
 	} else {
 		r.usage, r.oom = join("memory", "memory.current"), join("memory", "memory.events")
+		r.peak = join("memory", "memory.peak")
 		r.pidsEventsLocal = join("pids", "pids.events.local")
 	}
 	return r
@@ -229,7 +255,7 @@ func (s Scope) sampleReader() sampleReader {
 
 func (r sampleReader) files() []string {
 	var out []string
-	for _, f := range []string{r.usage, r.oom, r.pidsCurrent, r.pidsEvents, r.pidsEventsLocal} {
+	for _, f := range []string{r.usage, r.peak, r.oom, r.pidsCurrent, r.pidsEvents, r.pidsEventsLocal} {
 		if f != "" {
 			out = append(out, f)
 		}
@@ -255,6 +281,10 @@ func (r sampleReader) read(fsys fs.FS, ser *Series, offset int64) Sample {
 	x := Sample{OffsetMillis: offset}
 	if v, ok := get(r.usage, false); ok {
 		x.MemoryUsageBytes = limit(v)
+	}
+	// memory.peak is absent before Linux 5.19.
+	if v, ok := get(r.peak, r.peak != "" && strings.HasSuffix(r.peak, "memory.peak")); ok {
+		x.MemoryPeakBytes = limit(v)
 	}
 	if v, ok := get(r.oom, false); ok {
 		x.OOMKills = keyed(v, "oom_kill")

@@ -110,14 +110,34 @@ func TestSeriesThinsAtItsBound(t *testing.T) {
 		return poll.Continue("not thinned twice yet")
 	})
 	ser := sm.Stop()
-	assert.Assert(t, len(ser.Samples) <= 8, "%d samples", len(ser.Samples))
+	// An even bound is lowered to the odd 7, so a thinning keeps the
+	// first and the newest sample; Stop's last one still fits.
+	assert.Assert(t, len(ser.Samples) <= 7, "%d samples", len(ser.Samples))
 	assert.Equal(t, ser.IntervalMillis, int64(1)<<ser.Thinned)
 	assert.Equal(t, ser.Samples[0].OffsetMillis, int64(0), "thinning keeps the first sample")
+	for i := 1; i < len(ser.Samples); i++ {
+		assert.Assert(t, ser.Samples[i].OffsetMillis >= ser.Samples[i-1].OffsetMillis, "offsets go forward: %+v", ser.Samples)
+	}
+}
+
+// memory.peak, the kernel's high-water mark, is sampled where the kernel
+// has it (Linux 5.19 and later) and is no error where it does not.
+func TestSeriesReadsTheMemoryPeak(t *testing.T) {
+	l, scope := newLiveScope(t)
+	fsys := os.DirFS(l.root)
+	ser := scope.Sample(context.Background(), fsys, time.Hour, 10).Stop()
+	assert.Assert(t, ser.Samples[0].MemoryPeakBytes == nil)
+	assert.Equal(t, len(ser.Errors), 0, "%v", ser.Errors)
+	l.write("memory.peak", "66060288")
+	ser = scope.Sample(context.Background(), fsys, time.Hour, 10).Stop()
+	assert.Equal(t, *ser.Samples[0].MemoryPeakBytes, int64(66060288))
+	assert.Equal(t, ser.Readable(func(s observer.Sample) *int64 { return s.MemoryPeakBytes }), 2)
 }
 
 // Where pids.events.local exists (Linux 6.11+) it is the refusal count;
 // a scope whose files vanish (compute removed) records bounded errors.
 func TestSeriesLocalRefusalsAndVanishedScope(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l, scope := newLiveScope(t)
 	l.write("pids.events.local", "max 3")
 	sm := scope.Sample(context.Background(), os.DirFS(l.root), time.Millisecond, 100)
@@ -133,6 +153,7 @@ func TestSeriesLocalRefusalsAndVanishedScope(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	ser := sm.Stop()
 	assert.Assert(t, len(ser.Errors) <= 8)
+	assert.Equal(t, ser.Readable(func(s observer.Sample) *int64 { return s.PidsCurrent }) < len(ser.Samples), true)
 	last := ser.Samples[len(ser.Samples)-1]
 	assert.Assert(t, last.MemoryUsageBytes == nil && last.PidsCurrent == nil, "unreadable values are nil, not zero")
 }
@@ -141,8 +162,24 @@ func TestSeriesStopsWithItsContext(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l, scope := newLiveScope(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	sm := scope.Sample(ctx, os.DirFS(l.root), time.Millisecond, 100)
+	sm := scope.Sample(ctx, os.DirFS(l.root), time.Millisecond, 1000)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := len(sm.Peek().Samples); n >= 3 {
+			return poll.Success()
+		}
+		return poll.Continue("ticks not sampled yet")
+	})
 	cancel()
+	// The sampling ends with ctx, before Stop: the count stops growing.
+	var n int
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		n = len(sm.Peek().Samples)
+		time.Sleep(20 * time.Millisecond)
+		if len(sm.Peek().Samples) == n {
+			return poll.Success()
+		}
+		return poll.Continue("still sampling after ctx ended")
+	})
 	ser := sm.Stop()
-	assert.Assert(t, len(ser.Samples) >= 1)
+	assert.Equal(t, len(ser.Samples), n+1, "Stop adds its one last sample")
 }

@@ -25,8 +25,10 @@ import (
 // emulated amd64 one) and admission's asController; version 6 samples the
 // observer's time series during memory-exhaustion, pid-exhaustion,
 // tmpfs-bounds and descendant-containment and checks that it reached the
-// limit.
-const CatalogueVersion = 6
+// limit; version 7 has datasets require the driver's typed subpath
+// refusal, which names no Engine host path, and the series checks count
+// readable samples and judge memory by the kernel's high-water mark.
+const CatalogueVersion = 7
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.

@@ -583,9 +583,14 @@ func datasetEscape(ctx context.Context, env *Env, rec *Record, ref dataset.Image
 	rec.CleanupError("escape: stop", stopErr)
 	rec.CleanupError("escape: destroy", destroyErr)
 	rec.Observe("escape: start error", errText(err))
-	var cfgErr *sandboxapi.ValidationError
-	rec.Check("subpath escape (symlink out of the image) is refused at start", "start error from the Engine",
-		errText(err), sb == nil && err != nil && !errors.As(err, &cfgErr))
+	var subErr *driver.DatasetSubpathError
+	typed := errors.As(err, &subErr)
+	rec.Check("subpath escape (symlink out of the image) is refused at start", "*driver.DatasetSubpathError naming dataset escape",
+		errText(err), sb == nil && typed && len(subErr.Datasets) == 1 && subErr.Datasets[0].Name == "escape")
+	// The Engine's own refusal names its data root; the driver's must not
+	// pass on anything of the Engine's host.
+	rec.Check("subpath refusal names no Engine host path", "no data-root path or Engine wording",
+		errText(err), err != nil && !strings.Contains(errText(err), "/var/lib") && !strings.Contains(errText(err), "base directory"))
 	return nil
 }
 

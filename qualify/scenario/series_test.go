@@ -24,7 +24,8 @@ func memSeries(usage ...int64) observer.Series {
 }
 
 // Each series check fails for the reason it exists: a series that
-// stopped short of the limit, one without the kill, one sample only.
+// stopped short of the limit, one without the kill, one whose counters
+// were unreadable; and the high-water mark decides where it was sampled.
 func TestSeriesChecksFailForTheirReason(t *testing.T) {
 	const limit = 64 << 20
 	rec := NewRecord()
@@ -41,8 +42,24 @@ func TestSeriesChecksFailForTheirReason(t *testing.T) {
 
 	rec = NewRecord()
 	checkSeriesOOM(rec, "oom", memSeries(-(63 << 20)), limit)
-	got := failed(rec.Snapshot().Checks)
-	assert.Assert(t, len(got) > 0 && got[0] == "oom: observer series sampled the workload", "%v", got)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{
+		"oom: observer series sampled memory usage", "oom: observer series sampled oom_kill", "oom: observer series: oom_kill rose during it"})
+
+	// The kill came between ticks: usage never showed the limit, the
+	// kernel's high-water mark did.
+	between := memSeries(1<<20, 20<<20, -2<<20)
+	for i, peak := range []int64{1 << 20, 20 << 20, 62 << 20} {
+		between.Samples[i].MemoryPeakBytes = i64p(peak)
+	}
+	rec = NewRecord()
+	checkSeriesOOM(rec, "oom", between, limit)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
+	for i := range between.Samples {
+		between.Samples[i].MemoryPeakBytes = i64p(20 << 20)
+	}
+	rec = NewRecord()
+	checkSeriesOOM(rec, "oom", between, limit)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"oom: observer series: memory high-water mark reached the limit"})
 
 	pids := func(cur, ref int64) observer.Sample {
 		return observer.Sample{PidsCurrent: i64p(cur), PidsLimitRefusals: i64p(ref)}
@@ -56,10 +73,14 @@ func TestSeriesChecksFailForTheirReason(t *testing.T) {
 		"bomb: observer series: forks refused at pids.max during it",
 		"bomb: observer series: pids.current peak",
 	})
+	// No readable pids.current is no peak, whatever the bound.
+	rec = NewRecord()
+	checkSeriesPids(rec, "bomb", observer.Series{Samples: []observer.Sample{{PidsLimitRefusals: i64p(0)}, {PidsLimitRefusals: i64p(3)}}}, 0)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"bomb: observer series: pids.current peak"})
 	// Unreadable counters are not a rise of zero that happens to pass.
 	rec = NewRecord()
 	checkSeriesRise(rec, "tree", "pids.current", observer.Series{Samples: []observer.Sample{{}, {}}}, pidsCurrent, 0)
-	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"tree: observer series: pids.current rose"})
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"tree: observer series sampled pids.current", "tree: observer series: pids.current rose"})
 	rec = NewRecord()
 	checkSeriesRise(rec, "tree", "pids.current", observer.Series{Samples: []observer.Sample{pids(2, 0), pids(5, 0)}}, pidsCurrent, 3)
 	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
