@@ -303,6 +303,7 @@ admitted report's envelopes and what was qualified
 type mergeOptions struct {
 	keyPaths, require, manifests, rows   listFlag
 	policyPath                           string
+	policySHA256                         string // of the policy bytes verifier parsed
 	markdown, asJSON, ascii, junit, test bool
 	vsa                                  vsaFlags
 	dirs                                 []string
@@ -360,6 +361,7 @@ func (o *mergeOptions) verifier(ctx context.Context) (*evidence.Requirement, fun
 		if err != nil {
 			return nil, nil, &statusError{code: exitcode.Usage, text: fmt.Sprintf("qualify merge: %v", err)}
 		}
+		o.policySHA256 = p.SHA256
 		return &p.Requirement, func(dir string) (*evidence.Signed, error) {
 			s, _, err := evidence.VerifyTrusted(ctx, dir, trust, p.Requirement.Rows)
 			return s, err
@@ -424,7 +426,7 @@ func (o *mergeOptions) Exec(ctx context.Context, c *cli.Command, stdout, stderr 
 	}
 	_, _ = stdout.Write(out)
 	if o.vsa.out != "" {
-		if err := o.vsa.write(ctx, o.policyPath, g, reports); err != nil {
+		if err := o.vsa.write(ctx, o.policyPath, o.policySHA256, g, reports); err != nil {
 			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
 			return exitcode.Internal
 		}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -49,23 +47,22 @@ func (v *vsaFlags) problem(policyPath string) string {
 }
 
 // write signs the Verification Summary of g over reports and writes it to
-// v.out (refusing to overwrite a file).
-func (v *vsaFlags) write(ctx context.Context, policyPath string, g *evidence.GateResult, reports []*evidence.Signed) error {
+// v.out (refusing to overwrite a file). policySHA256 is the hex digest of
+// the policy bytes the gate was judged by.
+func (v *vsaFlags) write(ctx context.Context, policyPath, policySHA256 string, g *evidence.GateResult, reports []*evidence.Signed) error {
+	if policySHA256 == "" {
+		return fmt.Errorf("--vsa: no digest of the policy %s was recorded when it was loaded", policyPath)
+	}
 	key, err := attest.LoadPrivateKey(v.key)
 	if err != nil {
 		return err
 	}
-	policy, err := os.ReadFile(policyPath)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(policy)
 	uri := v.policyURI
 	if uri == "" {
 		uri = filepath.ToSlash(policyPath)
 	}
 	st, err := evidence.VSAOf(g, reports, evidence.VSAInput{VerifierID: v.verifierID, PolicyURI: uri,
-		PolicySHA256: hex.EncodeToString(sum[:]), ResourceURI: v.resourceURI, TimeVerified: time.Now()})
+		PolicySHA256: policySHA256, ResourceURI: v.resourceURI, TimeVerified: time.Now()})
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,11 @@ type PolicyRow struct {
 // LoadedPolicy is a validated policy with paths resolved, keys loaded and
 // manifests digested.
 type LoadedPolicy struct {
-	Path        string
+	Path string
+	// SHA256 is the hex SHA-256 of the bytes that were parsed, the digest
+	// a Verification Summary names the policy by (a second read of Path
+	// could see another file).
+	SHA256      string
 	Trust       []TrustEntry
 	Requirement Requirement
 }
@@ -154,7 +158,8 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 		}
 	}
 	base := filepath.Dir(path)
-	lp := &LoadedPolicy{Path: path, Requirement: Requirement{Harness: HarnessRequirement{
+	sum := sha256.Sum256(data)
+	lp := &LoadedPolicy{Path: path, SHA256: hex.EncodeToString(sum[:]), Requirement: Requirement{Harness: HarnessRequirement{
 		Module: p.Harness.Module, Catalogues: p.Harness.Catalogues, CleanRevision: *p.Harness.CleanRevision},
 		MaxReportAge: p.MaxReportAge}}
 	known := profiles.Names()

@@ -44,6 +44,9 @@ func TestExamplePolicyLoads(t *testing.T) {
 	assert.Equal(t, p.Trust[1].NotBefore, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	assert.Equal(t, p.Trust[1].NotAfter, time.Date(2026, 12, 1, 23, 59, 59, 0, time.UTC))
 	assert.Equal(t, p.Trust[1].KeyID, attest.KeyID(p.Trust[1].Key))
+	sum, err := evidence.FileSHA256(p.Path)
+	assert.NilError(t, err)
+	assert.Equal(t, p.SHA256, sum)
 }
 
 // The CI policy parses too, and its Desktop rows require exactly the
