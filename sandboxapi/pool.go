@@ -41,9 +41,10 @@ type PoolOptions struct {
 	Recovery RecoveryPolicy
 	// OnEvent, if set, is called for every event in the pool's life, from
 	// the pool's own goroutines and Acquire's, never after Close returned;
-	// a sandbox's "started" comes before any other event of it. It must
-	// not block and must not call the pool (it may run under the pool's
-	// lock).
+	// a sandbox's "started" comes before any other event of it. It is
+	// never called under the pool's lock, but it delays the goroutine
+	// that emits (a refill, an Acquire), so it should return quickly; it
+	// must not call Close.
 	OnEvent func(PoolEvent)
 }
 
@@ -186,7 +187,8 @@ func (p *Pool) Idle() []SandboxID {
 // error (a *StateError for a changed daemon identity or stopped compute)
 // after the sandbox was destroyed, or a *CleanupError when destroying it
 // failed too; an *UnsupportedError, after destroying it, for a sandbox
-// that does not implement ReadinessChecker.
+// that does not implement ReadinessChecker. A Close during the check ends
+// it: the sandbox is destroyed and the error wraps ErrPoolClosed.
 func (p *Pool) Acquire(ctx context.Context) (Sandbox, error) {
 	// A caller already cancelled takes nothing: its check would fail for
 	// its own context and destroy a healthy idle sandbox.
@@ -222,12 +224,21 @@ func (p *Pool) Acquire(ctx context.Context) (Sandbox, error) {
 	defer p.wg.Done()
 	p.mu.Unlock()
 
+	// The check ends when the caller's ctx does or the pool closes, so
+	// that Close, which waits for it, is never held by a caller's
+	// unbounded context.
+	checkCtx, cancelCheck := context.WithCancel(ctx)
+	defer cancelCheck()
+	defer context.AfterFunc(p.ctx, cancelCheck)()
 	checker, ok := e.sb.(ReadinessChecker)
 	var checkErr error
 	if !ok {
 		checkErr = &UnsupportedError{Message: "the backend's sandbox does not implement sandboxapi.ReadinessChecker; a pool cannot re-check it before handing it out"}
 	} else {
-		checkErr = checker.CheckReady(ctx)
+		checkErr = checker.CheckReady(checkCtx)
+		if checkErr != nil && p.ctx.Err() != nil && ctx.Err() == nil {
+			checkErr = errors.Join(ErrPoolClosed, checkErr)
+		}
 	}
 	if checkErr != nil {
 		cerr := cleanup(ctx, e.sb, p.cleanup)
@@ -300,10 +311,17 @@ func (p *Pool) refillLocked() {
 func (p *Pool) startOne(res Reservation) {
 	defer p.wg.Done()
 	sb, err := p.start(res)
+	if err == nil {
+		// Before sb is idle, so that no Acquire can take it and report it
+		// acquired first; outside p.mu, so that a slow OnEvent holds up
+		// this goroutine only.
+		p.emit(PoolEvent{Kind: PoolStarted, SandboxID: sb.ID()})
+	}
 	p.mu.Lock()
 	if err == nil && p.closed {
 		p.mu.Unlock()
-		_ = cleanup(p.ctx, sb, p.cleanup)
+		cerr := cleanup(p.ctx, sb, p.cleanup)
+		p.emit(PoolEvent{Kind: PoolClosed, SandboxID: sb.ID(), Err: cerr})
 		p.mu.Lock()
 	} else if err == nil {
 		e := &pooled{sb: sb}
@@ -311,9 +329,6 @@ func (p *Pool) startOne(res Reservation) {
 		p.idle = append(p.idle, e)
 		p.lastErr = nil
 		p.signalLocked()
-		// Under p.mu, so that no Acquire can take sb, and report it
-		// acquired, before it was reported started.
-		p.emit(PoolEvent{Kind: PoolStarted, SandboxID: sb.ID()})
 	} else if !p.closed {
 		p.lastErr = err
 		p.signalLocked()

@@ -30,7 +30,10 @@ type fakePoolBackend struct {
 	// for it to be closed.
 	checkGate    chan struct{}
 	checkEntered chan struct{}
-	all          []*fakePoolSandbox
+	// checkHonoursCtx makes a gated CheckReady also end, with ctx's
+	// error, when its ctx does.
+	checkHonoursCtx bool
+	all             []*fakePoolSandbox
 }
 
 func (b *fakePoolBackend) Support() Support { return Support{BackendID: "fake-pool"} }
@@ -135,13 +138,21 @@ func (s *fakePoolSandbox) Destroy(context.Context) error {
 	s.b.set(func() { s.destroyed++ })
 	return nil
 }
-func (s *fakePoolSandbox) CheckReady(context.Context) error {
+func (s *fakePoolSandbox) CheckReady(ctx context.Context) error {
 	s.b.mu.Lock()
-	gate, entered := s.b.checkGate, s.b.checkEntered
+	gate, entered, honour := s.b.checkGate, s.b.checkEntered, s.b.checkHonoursCtx
 	s.b.mu.Unlock()
 	if gate != nil {
 		entered <- struct{}{}
-		<-gate
+		if !honour {
+			<-gate
+		} else {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
@@ -453,6 +464,38 @@ func TestPoolCloseWaitsForAnAcquisitionBeingChecked(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, len(late), 0, "events after Close returned: %v", late)
+}
+
+// Close is not held by an Acquire whose caller's context never ends: the
+// check it is running is cancelled by the Close, the sandbox destroyed,
+// and the Acquire told the pool closed.
+func TestPoolCloseCancelsACheckUnderAnUnboundedContext(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	defer close(gate)
+	b := &fakePoolBackend{checkGate: gate, checkEntered: entered, checkHonoursCtx: true}
+	p, err := NewPool(b, poolRequest(t), poolOptions(1))
+	assert.NilError(t, err)
+	waitFor(t, "1 idle", func() bool { return len(p.Idle()) == 1 })
+	id := p.Idle()[0]
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(context.Background())
+		acquired <- err
+	}()
+	<-entered
+	done := make(chan error, 1)
+	go func() { done <- p.Close(context.Background()) }()
+	select {
+	case err := <-done:
+		assert.NilError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waiting after 5 s for a check under context.Background")
+	}
+	err = <-acquired
+	assert.Assert(t, errors.Is(err, ErrPoolClosed), "Acquire: %v", err)
+	assert.Assert(t, errors.Is(err, context.Canceled), "Acquire: %v", err)
+	assert.Equal(t, b.destroyed(id), 1, "the sandbox whose check was cancelled is destroyed before Close returns")
 }
 
 // A sandbox is reported started before anything else of it, even when the
