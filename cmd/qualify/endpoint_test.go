@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/skip"
 
+	"github.com/qualbox/qualbox/internal/enginepin"
 	"github.com/qualbox/qualbox/internal/exitcode"
 	"github.com/qualbox/qualbox/internal/testengine"
 	"github.com/qualbox/qualbox/qualify"
@@ -115,4 +117,21 @@ func TestConnectPinsTheAPIVersion(t *testing.T) {
 
 	_, err = connect(context.Background(), defaultEndpoint, "1.52")
 	assert.ErrorContains(t, err, "qualify: the Engine at "+defaultEndpoint+" does not serve Engine API 1.52 (it reports API 1.41): ")
+}
+
+// Where nothing answers, connect's error keeps enginepin's typed error
+// and advises starting an Engine; a caller that gave up first gets no
+// such advice (the Engine may well be there).
+func TestConnectWithoutAnEngineKeepsTheTypedError(t *testing.T) {
+	endpoint := "unix://" + filepath.Join(t.TempDir(), "no-engine.sock")
+	_, err := connect(context.Background(), endpoint, "1.41")
+	var noEngine *enginepin.NoEngineError
+	assert.Assert(t, errors.As(err, &noEngine), "connect: %v", err)
+	assert.Check(t, is.Contains(err.Error(), "start one with `make engine`"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = connect(ctx, endpoint, "1.41")
+	assert.Assert(t, err != nil)
+	assert.Check(t, !strings.Contains(err.Error(), "make engine"), "connect under an ended context: %v", err)
 }

@@ -335,11 +335,14 @@ var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // Engine reports.
 func connect(ctx context.Context, endpoint, apiVersion string) (*client.Client, error) {
 	eng, served, err := enginepin.Connect(ctx, endpoint, "qualbox-qualify", apiVersion)
-	if noEngine := (*enginepin.NoEngineError)(nil); errors.As(err, &noEngine) {
-		return nil, fmt.Errorf("qualify: %v; start one with `make engine` or `dockerd --host %s`", err, endpoint)
+	// Wrapped with %w, so that callers (and their tests) can still tell
+	// enginepin's typed errors apart. Start-an-Engine advice only when
+	// nothing answered, not when the caller gave up first.
+	if noEngine := (*enginepin.NoEngineError)(nil); errors.As(err, &noEngine) && ctx.Err() == nil {
+		return nil, fmt.Errorf("qualify: %w; start one with `make engine` or `dockerd --host %s`", err, endpoint)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("qualify: %v", err)
+		return nil, fmt.Errorf("qualify: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
