@@ -189,7 +189,7 @@ func TestRunLayoutAndVerdicts(t *testing.T) {
 
 	want := []string{"./", "01-fake/", "01-fake/evidence.json", "02-fake/", "02-fake/evidence.json",
 		"03-fake/", "03-fake/evidence.json", "04-fake/", "04-fake/evidence.json", "05-fake/", "05-fake/evidence.json",
-		"06-fake/", "06-fake/evidence.json", "07-fake/", "07-fake/evidence.json", "evidence.json", "junit.xml", "summary.md"}
+		"06-fake/", "06-fake/evidence.json", "07-fake/", "07-fake/evidence.json", "evidence.json", "junit.xml", "report.html", "summary.md"}
 	assert.DeepEqual(t, listFiles(t, out), want)
 
 	wantKinds := []evidence.Verdict{

@@ -281,3 +281,32 @@ func TestMergeJUnitAndTestEventsPerRow(t *testing.T) {
 	assert.Equal(t, code, exitcode.Usage)
 	assert.Check(t, is.Contains(stderr.String(), "--markdown, --json, --junit and --test2json exclude each other"))
 }
+
+// merge --html writes the gate as one page: the GATE line, the matrix
+// named by the policy's rows, and each admitted report's scenarios; it
+// never overwrites a file.
+func TestMergeWritesAnHTMLPage(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	out := filepath.Join(t.TempDir(), "gate.html")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--html", out}, gateDirs(t)...), &stdout, &stderr)
+	assert.Assert(t, code == exitcode.OK || code == exitcode.Failed, "exit %d: %s", code, stderr.String())
+	page, err := os.ReadFile(out)
+	assert.NilError(t, err)
+	html := string(page)
+	line, _, _ := strings.Cut(stdout.String(), "\n")
+	assert.Check(t, is.Contains(html, `<h1 id="gate-line" class="verdict`))
+	assert.Check(t, is.Contains(html, ">"+line+"</h1>"), "the page's first heading is the gate line %q", line)
+	assert.Check(t, is.Contains(html, `<table class="matrix"><thead><tr><th>Scenario</th><th>lane-a</th><th>lane-b</th><th>lane-c</th>`))
+	assert.Check(t, is.Equal(strings.Count(html, `<section class="report"`), len(gateDirs(t))))
+	assert.Check(t, is.Contains(html, `<table class="checks">`))
+
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--html", out}, gateDirs(t)...), &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Internal)
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: --html: open "+out+": file exists"))
+	again, err := os.ReadFile(out)
+	assert.NilError(t, err)
+	assert.Check(t, string(again) == html, "an existing page was changed")
+}

@@ -193,17 +193,11 @@ func TestGateRefusesPartialReports(t *testing.T) {
 	var r evidence.Run
 	assert.NilError(t, json.Unmarshal(data, &r))
 	r.Selection, r.Scenarios = nil, r.Scenarios[:1]
-	md, err := evidence.Markdown(&r)
-	assert.NilError(t, err)
-	assert.NilError(t, evidence.WriteFile(filepath.Join(report, "summary.md"), md))
 	data, err = os.ReadFile(filepath.Join(report, "01-outcome", "evidence.json"))
 	assert.NilError(t, err)
 	var s evidence.Scenario
 	assert.NilError(t, json.Unmarshal(data, &s))
-	junit, err := evidence.JUnit(&r, []*evidence.Scenario{&s})
-	assert.NilError(t, err)
-	assert.NilError(t, evidence.WriteFile(filepath.Join(report, "junit.xml"), junit))
-	assert.NilError(t, evidence.WriteJSON(filepath.Join(report, "evidence.json"), &r))
+	assert.NilError(t, evidence.WriteReport(report, &r, []*evidence.Scenario{&s}))
 	assert.NilError(t, os.Remove(filepath.Join(report, attest.EnvelopeFile)))
 	assert.NilError(t, os.Remove(filepath.Join(report, evidence.TestResultFile)))
 	key, err := attest.LoadPrivateKey(filepath.Join(keys, attest.PrivateKeyFile))

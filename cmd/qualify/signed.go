@@ -240,7 +240,7 @@ stdout.`
 // mergeCmd is qualify merge: its flags are mergeOptions, checked by
 // validate, then run by Exec.
 func mergeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] [--vsa FILE --vsa-key FILE [--vsa-verifier-id URI] [--vsa-resource-uri URI] [--vsa-policy-uri URI]] DIR...",
+	c := cli.New("qualify merge", "--policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] [--html FILE] [--vsa FILE --vsa-key FILE [--vsa-verifier-id URI] [--vsa-resource-uri URI] [--vsa-policy-uri URI]] DIR...",
 		"Verify several signed reports, print the gate's verdict and one matrix of scenarios by row, and gate a release on them.")
 	c.Details = `With --policy FILE each DIR is admitted by one of the policy's trust
 entries when its key's signature verifies the report, every policy row
@@ -304,6 +304,7 @@ type mergeOptions struct {
 	keyPaths, require, manifests, rows   listFlag
 	policyPath                           string
 	policySHA256                         string // of the policy bytes verifier parsed
+	htmlOut                              string
 	markdown, asJSON, ascii, junit, test bool
 	vsa                                  vsaFlags
 	dirs                                 []string
@@ -321,6 +322,7 @@ func (o *mergeOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.ascii, "ascii", false, "plain ASCII table (the default when stdout is not a UTF-8 terminal)")
 	fs.BoolVar(&o.junit, "junit", false, "print the gate as JUnit XML for a test reporter: one testsuite per row, named and classed qualbox.ROW")
 	fs.BoolVar(&o.test, "test2json", false, "print the gate as the JSON events of go test (test2json), one package qualbox/ROW per row")
+	fs.StringVar(&o.htmlOut, "html", "", "also write the gate and every admitted report (checks, series plots) as one self-contained HTML page to `FILE` (refusing to overwrite it)")
 	o.vsa.register(fs)
 }
 
@@ -425,6 +427,12 @@ func (o *mergeOptions) Exec(ctx context.Context, c *cli.Command, stdout, stderr 
 		return exitcode.Internal
 	}
 	_, _ = stdout.Write(out)
+	if o.htmlOut != "" {
+		if err := writeHTML(o.htmlOut, g, reports); err != nil {
+			fmt.Fprintf(stderr, "qualify merge: --html: %v\n", err)
+			return exitcode.Internal
+		}
+	}
 	if o.vsa.out != "" {
 		if err := o.vsa.write(ctx, o.policyPath, o.policySHA256, g, reports); err != nil {
 			fmt.Fprintf(stderr, "qualify merge: %v\n", err)
@@ -510,4 +518,27 @@ func cliGate(require, rows, manifests []string) (*evidence.Requirement, error) {
 		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins, Pinned: pinned, Scenarios: require})
 	}
 	return req, nil
+}
+
+// writeHTML writes the gate's HTML page (evidence.GateHTML) to path,
+// refusing to overwrite a file; a failed write removes what it created.
+func writeHTML(path string, g *evidence.GateResult, reports []*evidence.Signed) error {
+	page, err := evidence.GateHTML(g, reports)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(page); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
 }

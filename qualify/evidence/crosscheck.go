@@ -123,7 +123,7 @@ func crossCheck(r *Run, subjects []string, read func(string) ([]byte, error), no
 		files[i] = c.scenario(sum)
 	}
 	c.subjects(subjects)
-	c.run()
+	c.run(files)
 	return files, errors.Join(c.errs...)
 }
 
@@ -241,7 +241,7 @@ func (c *crossChecker) subjects(subjects []string) {
 
 // run checks the run evidence's own claims and the run-level files that
 // the Layout cross-checks against it.
-func (c *crossChecker) run() {
+func (c *crossChecker) run(files []*Scenario) {
 	r := c.r
 	if why := runVerdictProblem(r); why != "" {
 		c.fail(RunFile, "%s", why)
@@ -257,7 +257,7 @@ func (c *crossChecker) run() {
 			continue
 		}
 		if data, err := c.read(f.Name); err == nil {
-			c.failAll(f.Name, f.check(r, data))
+			c.failAll(f.Name, f.check(r, files, data))
 		}
 	}
 }

@@ -56,9 +56,10 @@ type ReportFile struct {
 	// schema checks a signed file's document (VerifyRun); nil when it has
 	// none.
 	schema func(name string, data []byte) error
-	// check cross-checks a run-level file against the run evidence
-	// (crossCheck); nil when there is nothing to compare.
-	check func(r *Run, data []byte) []string
+	// check cross-checks a run-level file against the run evidence and
+	// the scenario files (crossCheck; by Run.Scenarios index, nil for one
+	// not run or not readable); nil when there is nothing to compare.
+	check func(r *Run, scenarios []*Scenario, data []byte) []string
 }
 
 // Scenario reports whether f lies in a scenario's directory.
@@ -77,6 +78,9 @@ var Layout = FileSet{
 		WrittenBy: "WriteReport (Markdown)", render: renderMarkdown, check: summaryProblems},
 	{Name: JUnitFile, MediaType: "application/xml", Required: true, Signed: true,
 		WrittenBy: "WriteReport (JUnit)", render: JUnit, schema: junitSchema, check: junitProblems},
+	// Optional so that reports written before it existed still verify.
+	{Name: HTMLFile, MediaType: "text/html", Signed: true,
+		WrittenBy: "WriteReport (HTML)", render: RunHTML, check: htmlProblems},
 	{Name: TestResultFile, MediaType: "application/vnd.dsse.envelope.v1+json", Signed: true,
 		WrittenBy: "SignTestResult, before the envelope (only a signed report has it; checked when present)"},
 	{Name: attest.EnvelopeFile, MediaType: "application/vnd.dsse.envelope.v1+json",

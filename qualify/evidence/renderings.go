@@ -20,7 +20,7 @@ import (
 // tallies included. The verdict line and the first four table columns
 // (#, scenario, verdict, checks) are compared first, for a precise message
 // where they disagree; otherwise the first differing line is named.
-func summaryProblems(r *Run, data []byte) []string {
+func summaryProblems(r *Run, _ []*Scenario, data []byte) []string {
 	out := summaryTableProblems(r, data)
 	if len(out) > 0 {
 		return out
@@ -100,7 +100,7 @@ func summaryTableProblems(r *Run, data []byte) []string {
 // errors attribute is optional here, and so are the testsuites counts
 // (written before junit.xml followed the Ant schema, which has none):
 // reports written before still verify. A count that is present must agree.
-func junitProblems(r *Run, data []byte) []string {
+func junitProblems(r *Run, _ []*Scenario, data []byte) []string {
 	var doc struct {
 		Tests    *int `xml:"tests,attr"`
 		Failures *int `xml:"failures,attr"`
