@@ -2,6 +2,7 @@ package qualify_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,13 @@ func TestMain(m *testing.M) {
 // manifest's params) through the runner on the real Engine.
 func runScenarios(t *testing.T, names ...string) (*evidence.Run, string) {
 	t.Helper()
+	return runSignedScenarios(t, nil, names...)
+}
+
+// runSignedScenarios is runScenarios signing the report with key (nil
+// signs nothing).
+func runSignedScenarios(t *testing.T, key ed25519.PrivateKey, names ...string) (*evidence.Run, string) {
+	t.Helper()
 	reg := scenario.Default()
 	m, err := manifest.Load(shippedManifest, reg)
 	assert.NilError(t, err)
@@ -89,6 +97,7 @@ func runScenarios(t *testing.T, names ...string) (*evidence.Run, string) {
 	out := filepath.Join(t.TempDir(), "run")
 	run, err := qualify.Run(ctx, qualify.Config{
 		Manifest: m, Output: out, Registry: reg, Engine: cli, ImageID: img, ImageSource: "manifest", Stderr: testWriter{t},
+		SigningKey: key,
 	})
 	assert.NilError(t, err)
 	for _, sum := range run.Scenarios {

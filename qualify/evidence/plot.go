@@ -173,7 +173,12 @@ func (p plot) svg() template.HTML {
 		x := px(t)
 		fmt.Fprintf(&b, `<line class="mark" x1="%s" y1="%s" x2="%s" y2="%s"/>`, num(x), num(plotTop), num(x), num(plotTop+h))
 		if i == 0 {
-			fmt.Fprintf(&b, `<text class="mark-label" x="%s" y="%s">%s</text>`, num(x+3), num(plotTop+h-4), esc(p.markLabel))
+			// Right of the mark, or left of it near the right edge.
+			lx, anchor := x+3, "start"
+			if x > plotLeft+w*0.75 {
+				lx, anchor = x-3, "end"
+			}
+			fmt.Fprintf(&b, `<text class="mark-label" x="%s" y="%s" text-anchor="%s">%s</text>`, num(lx), num(plotTop+h-4), anchor, esc(p.markLabel))
 		}
 	}
 	for i, l := range p.lines {
