@@ -20,6 +20,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
 
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/evidence"
@@ -189,14 +190,16 @@ func (d *Display) close() {
 		delete(d.bars, i)
 	}
 	// A run that ended early (interrupted, or an error) keeps its bar as
-	// far as it got; a complete one has already completed its bar.
+	// far as it got, without a time left; a complete one has already
+	// completed its bar.
+	d.est.stop()
 	d.overall.Abort(false)
 	d.p.Wait()
 }
 
 // start creates the container and the campaign's bar.
 func (d *Display) start(e qualify.ProgressEvent) {
-	opts := []mpb.ContainerOption{mpb.WithOutput(d.w), mpb.WithAutoRefresh(), mpb.ForceTTY()}
+	opts := []mpb.ContainerOption{mpb.WithOutput(sizedOutput(d.w)), mpb.WithAutoRefresh(), mpb.ForceTTY()}
 	if d.opts.Width > 0 {
 		opts = append(opts, mpb.WithWidth(d.opts.Width))
 	}
@@ -216,6 +219,21 @@ func (d *Display) start(e qualify.ProgressEvent) {
 			return ""
 		})),
 	)
+}
+
+// sizedOutput is w, unless w is a terminal that reports no width (a
+// serial console, a pty nobody sized): mpb would draw its bars in zero
+// columns, so it gets w hidden behind a plain io.Writer and draws them in
+// Options.Width, else 80, columns.
+func sizedOutput(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok || !IsTerminal(f) {
+		return w
+	}
+	if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+		return w
+	}
+	return struct{ io.Writer }{f}
 }
 
 // println prints line above the bars.
@@ -247,6 +265,14 @@ type estimate struct {
 	total time.Duration
 	// running maps the Index of each running scenario to its start.
 	running map[int]time.Time
+	// stopped: the display closed, nothing is left.
+	stopped bool
+}
+
+func (s *estimate) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
 }
 
 func (s *estimate) start(e qualify.ProgressEvent) {
@@ -290,7 +316,7 @@ func (s *estimate) left(now time.Time) (bound, est time.Duration, haveEst, ok bo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	toStart := max(s.runs-s.done-len(s.running), 0)
-	if toStart == 0 && len(s.running) == 0 {
+	if s.stopped || toStart == 0 && len(s.running) == 0 {
 		return 0, 0, false, false
 	}
 	bound = time.Duration(toStart) * s.limit

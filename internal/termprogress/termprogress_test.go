@@ -151,6 +151,13 @@ func TestEstimate(t *testing.T) {
 	_, _, _, ok = s.left(t0.Add(4 * time.Minute))
 	assert.Check(t, !ok)
 	assert.Check(t, is.Equal(s.label(t0.Add(4*time.Minute)), ""))
+
+	// A display closed with runs left (an interrupted run) shows no time
+	// left.
+	s.started(4, t0.Add(4*time.Minute))
+	assert.Check(t, s.label(t0.Add(5*time.Minute)) != "")
+	s.stop()
+	assert.Check(t, is.Equal(s.label(t0.Add(5*time.Minute)), ""))
 }
 
 func TestParseMode(t *testing.T) {
