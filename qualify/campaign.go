@@ -3,7 +3,6 @@ package qualify
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -24,17 +23,25 @@ type job struct {
 
 // campaign is the state of runCampaign shared by its scenario goroutines.
 type campaign struct {
-	cfg    Config
-	run    *evidence.Run
-	out    string
-	stderr io.Writer
-	total  int
+	cfg   Config
+	run   *evidence.Run
+	out   string
+	total int
+	// concurrent is set when scenarios may run at once (cfg.Parallel > 1).
+	concurrent bool
 
-	mu      sync.Mutex
-	sums    []*evidence.ScenarioSummary // by k-1; nil when not run
-	results []*evidence.Scenario        // by k-1; nil when not run
-	order   []string
-	err     error
+	// progress receives the events, only through emit (with mu held, so
+	// one call at a time).
+	progress func(ProgressEvent)
+
+	mu sync.Mutex
+	// finished is set once RunFinished was emitted: an abandoned
+	// scenario's goroutine may still log, and its events are dropped.
+	finished bool
+	sums     []*evidence.ScenarioSummary // by k-1; nil when not run
+	results  []*evidence.Scenario        // by k-1; nil when not run
+	order    []string
+	err      error
 	// abandoned names the directory of a scenario that did not return
 	// within its grace period; nothing starts after it.
 	abandoned string
@@ -48,13 +55,29 @@ type campaign struct {
 // scenario that implements scenario.Exclusive waits for the running ones
 // and runs alone. After ctx is cancelled, or a scenario was abandoned,
 // nothing new starts; what did not start is listed as skipped ("not run:
-// interrupted", or naming the abandoned scenario).
-func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string, stderr io.Writer) ([]*evidence.Scenario, error) {
+// interrupted", or naming the abandoned scenario). Progress events go
+// to progress, one call at a time (RunStarted first, RunFinished last,
+// also when it returns an error).
+func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string, progress func(ProgressEvent)) ([]*evidence.Scenario, error) {
 	m := cfg.Manifest
 	repeat, parallel := max(cfg.Repeat, 1), max(cfg.Parallel, 1)
 	n := len(m.Scenarios)
-	c := &campaign{cfg: cfg, run: run, out: out, stderr: stderr, total: repeat * n,
+	c := &campaign{cfg: cfg, run: run, out: out, progress: progress, total: repeat * n, concurrent: parallel > 1,
 		sums: make([]*evidence.ScenarioSummary, repeat*n), results: make([]*evidence.Scenario, repeat*n)}
+	runs := 0
+	for _, e := range m.Scenarios {
+		if cfg.Selection.Selected(e.Name) {
+			runs += repeat
+		}
+	}
+	c.mu.Lock()
+	c.emit(ProgressEvent{Kind: RunStarted, Total: c.total, Runs: runs, Parallel: parallel, Limit: cfg.limits().limit})
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.emit(ProgressEvent{Kind: RunFinished, Total: c.total})
+	}()
 	var rounds []evidence.CampaignRound
 	for r := 1; r <= repeat; r++ {
 		round := evidence.CampaignRound{Repeat: r, Order: []string{}}
@@ -93,7 +116,7 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				c.runJob(ctx, j, parallel > 1)
+				c.runJob(ctx, j)
 			}()
 			if exclusive || parallel == 1 {
 				wg.Wait()
@@ -142,14 +165,14 @@ func (c *campaign) finish(rounds []evidence.CampaignRound, repeat, parallel int)
 // campaign-wide index.
 func (c *campaign) dirName(j job) string { return fmt.Sprintf("%02d-%s", j.k, j.e.Name) }
 
-// label is j's progress label: "[k/total] name", plus "(run r)" when
-// repeated.
-func (c *campaign) label(j job) string {
-	l := fmt.Sprintf("[%d/%d] %s", j.k, c.total, j.e.Name)
+// event is the progress event of kind about j, with its identity set
+// (Index, Total, Name, Repeat when repeated, Concurrent).
+func (c *campaign) event(kind ProgressKind, j job) ProgressEvent {
+	e := ProgressEvent{Kind: kind, Index: j.k, Total: c.total, Name: j.e.Name, Concurrent: c.concurrent}
 	if c.cfg.Repeat > 1 {
-		l += fmt.Sprintf(" (run %d)", j.r)
+		e.Repeat = j.r
 	}
-	return l
+	return e
 }
 
 // stopped reports whether a scenario was abandoned, after which nothing
@@ -175,7 +198,9 @@ func (c *campaign) notRun(ctx context.Context, j job) {
 		c.run.Interrupted = true
 	}
 	c.sums[j.k-1] = sum
-	fmt.Fprintf(c.stderr, "%s ... %s\n", c.label(j), sum.Verdict)
+	e := c.event(ScenarioSkipped, j)
+	e.Verdict = sum.Verdict
+	c.emit(e)
 }
 
 // notSelected records j as skipped because cfg.Selection leaves it out.
@@ -187,13 +212,15 @@ func (c *campaign) notSelected(j job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sums[j.k-1] = sum
-	fmt.Fprintf(c.stderr, "%s ... %s\n", c.label(j), sum.Verdict)
+	e := c.event(ScenarioSkipped, j)
+	e.Verdict = sum.Verdict
+	c.emit(e)
 }
 
 // runJob runs one scenario in its own directory and namespace and writes
-// its evidence. concurrent prints the progress line only once done, so
-// lines of concurrent scenarios do not interleave.
-func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
+// its evidence, with its progress events (ScenarioStarted, then
+// ScenarioHeartbeat and ScenarioDetail, ScenarioFinished).
+func (c *campaign) runJob(ctx context.Context, j job) {
 	cfg, m := c.cfg, c.cfg.Manifest
 	dirName := c.dirName(j)
 	dir := filepath.Join(c.out, dirName)
@@ -201,27 +228,25 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 		c.fail(err)
 		return
 	}
-	if !concurrent {
-		c.mu.Lock()
-		fmt.Fprintf(c.stderr, "%s: running\n", c.label(j))
-		c.mu.Unlock()
-	}
+	started := c.event(ScenarioStarted, j)
+	started.Dir, started.Limit = dirName, cfg.limits().limit
+	c.mu.Lock()
+	c.emit(started)
+	c.mu.Unlock()
 	env := &scenario.Env{
 		Profile: m.Profile, Endpoint: m.Endpoint, ImageID: cfg.ImageID, User: m.User,
 		Namespace: scenarioNamespace(m.Namespace, j.e.Name), Policy: m.Policy, Dir: dir, Engine: cfg.Engine, Host: cfg.Host,
 	}
 	if cfg.Verbose {
-		prefix := "      "
-		if concurrent {
-			prefix = "      " + dirName + ": "
-		}
 		env.Logf = func(format string, args ...any) {
+			e := c.event(ScenarioDetail, j)
+			e.Dir, e.Line = dirName, fmt.Sprintf(format, args...)
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			fmt.Fprintf(c.stderr, prefix+format+"\n", args...)
+			c.emit(e)
 		}
 	}
-	stopHeartbeat := c.heartbeat(j.e.Name)
+	stopHeartbeat := c.heartbeat(j, dirName)
 	ev, abandoned := runScenario(ctx, cfg.Registry[j.e.Name], env, j.k, j.e, cfg.Engine, cfg.limits())
 	stopHeartbeat()
 	if abandoned {
@@ -246,7 +271,9 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 		c.run.Interrupted = true
 	}
 	c.sums[j.k-1], c.results[j.k-1] = sum, ev
-	fmt.Fprintf(c.stderr, "%s ... %s (%s)\n", c.label(j), ev.Verdict, evidence.FormatDuration(ev.Timing.Duration()))
+	e := c.event(ScenarioFinished, j)
+	e.Dir, e.Verdict, e.Elapsed = dirName, ev.Verdict, ev.Timing.Duration()
+	c.emit(e)
 }
 
 // DefaultHeartbeat is the interval of the heartbeat lines while a
@@ -254,10 +281,11 @@ func (c *campaign) runJob(ctx context.Context, j job, concurrent bool) {
 // for longer looks hung.
 const DefaultHeartbeat = 30 * time.Second
 
-// heartbeat prints "qualify: <name> still running after <d>" on stderr
-// every cfg.Heartbeat (d a multiple of it) until the returned function is
-// called; that function returns once no more line can be printed.
-func (c *campaign) heartbeat(name string) (stop func()) {
+// heartbeat emits a ScenarioHeartbeat for j (in directory dir) every
+// cfg.Heartbeat, Elapsed a multiple of it: the plain line "qualify:
+// <name> still running after <d>". It stops when the returned function is
+// called; that function returns once no more event can be emitted.
+func (c *campaign) heartbeat(j job, dir string) (stop func()) {
 	every := c.cfg.Heartbeat
 	if every <= 0 {
 		every = DefaultHeartbeat
@@ -272,8 +300,10 @@ func (c *campaign) heartbeat(name string) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
+				e := c.event(ScenarioHeartbeat, j)
+				e.Dir, e.Elapsed = dir, time.Duration(n)*every
 				c.mu.Lock()
-				fmt.Fprintf(c.stderr, "qualify: %s still running after %s\n", name, time.Duration(n)*every)
+				c.emit(e)
 				c.mu.Unlock()
 			}
 		}
@@ -282,6 +312,15 @@ func (c *campaign) heartbeat(name string) (stop func()) {
 		close(done)
 		<-exited
 	}
+}
+
+// emit passes e to c.progress unless the run finished; c.mu must be held.
+func (c *campaign) emit(e ProgressEvent) {
+	if c.finished {
+		return
+	}
+	c.progress(e)
+	c.finished = e.Kind == RunFinished
 }
 
 func (c *campaign) fail(err error) {

@@ -66,10 +66,18 @@ type Config struct {
 	// RemoveImage, when set, removes the image the run built; it runs after
 	// the last scenario and its outcome is recorded in the run evidence.
 	RemoveImage func(ctx context.Context) error
-	// Stderr receives progress lines, each ending in a newline; nil
-	// discards. Run prints nothing else: the caller renders the Result.
+	// Stderr receives the plain progress lines (PlainProgress), each
+	// ending in a newline, when Progress is nil; nil discards. Run prints
+	// nothing else: the caller renders the Result.
 	Stderr io.Writer
-	// Verbose prints scenario detail lines on Stderr.
+	// Progress, when set, receives the run's progress events instead of
+	// the plain lines on Stderr (a terminal display, a test's recorder).
+	// Run calls it from its scenario goroutines, one call at a time and
+	// never after it returned; a call must not block for long (scenarios
+	// wait for it) and must not call back into the run.
+	Progress func(ProgressEvent)
+	// Verbose emits scenario detail lines (ScenarioDetail events; on
+	// Stderr by default).
 	Verbose bool
 	// SigningKey, when set, signs the complete report: Run writes
 	// evidence.dsse.json (attest.EnvelopeFile) after every other file.
@@ -106,9 +114,9 @@ type Config struct {
 	// evidence.NotSelectedReason and no directory, and the report records
 	// it as partial (docs/qualification.md#partial-reports).
 	Selection *evidence.Selection
-	// Heartbeat is the interval of the "qualify: <scenario> still running
-	// after <d>" lines on Stderr while one scenario runs; 0 means
-	// DefaultHeartbeat.
+	// Heartbeat is the interval of the ScenarioHeartbeat events (the
+	// "qualify: <scenario> still running after <d>" lines on Stderr) while
+	// a scenario runs; 0 means DefaultHeartbeat.
 	Heartbeat time.Duration
 	// Host is the host filesystem the scenarios' cgroup observer reads
 	// (/proc, /sys/fs/cgroup); nil means the real root. Tests substitute a
@@ -199,14 +207,18 @@ func PrepareOutput(dir string) (string, error) {
 // It returns what it wrote; the error is for problems that prevent a
 // report (output directory: nil Result) or a complete one (writing or
 // signing files: the Result holds the run as far as it got). Progress
-// goes to cfg.Stderr; rendering the Result is the caller's. Cancelling ctx marks the
+// goes to cfg.Progress, else as plain lines to cfg.Stderr; rendering the
+// Result is the caller's. Cancelling ctx marks the
 // running scenario failed ("interrupted", after its cleanup ran) and the
 // rest skipped ("not run"), then writes the partial report. A scenario
 // past cfg.ScenarioTimeout fails and the run goes on; one that does not
 // return after its cancellation is abandoned and the rest are skipped.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	m := cfg.Manifest
-	stderr := orDiscard(cfg.Stderr)
+	progress := cfg.Progress
+	if progress == nil {
+		progress = PlainProgress(cfg.Stderr)
+	}
 	out, err := PrepareOutput(cfg.Output)
 	if err != nil {
 		return nil, err
@@ -234,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	run.Tuple = evidence.TupleOf(run)
 
-	results, err := runCampaign(ctx, cfg, run, out, stderr)
+	results, err := runCampaign(ctx, cfg, run, out, progress)
 	if err != nil {
 		return nil, err
 	}

@@ -51,10 +51,10 @@ func (fake) Validate(params map[string]any) error {
 		return err
 	}
 	switch p.Outcome {
-	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow", "spill", "artefact":
+	case "pass", "fail-check", "error", "cleanup", "skip", "na", "panic", "block", "slow-cleanup", "hang", "nochecks", "flaky", "slow", "spill", "artefact", "log":
 		return nil
 	}
-	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow, spill, artefact", p.Outcome)
+	return fmt.Errorf("params.outcome: %q is not one of pass, fail-check, error, cleanup, skip, na, panic, block, slow-cleanup, hang, nochecks, flaky, slow, spill, artefact, log", p.Outcome)
 }
 
 func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any, rec *scenario.Record) error {
@@ -90,6 +90,8 @@ func (f fake) Run(ctx context.Context, env *scenario.Env, params map[string]any,
 		if err := os.WriteFile(filepath.Join(env.Dir, "record.json"), []byte("{}\n"), 0o644); err != nil {
 			return err
 		}
+	case "log":
+		env.Log("detail %d of %s", 1, "log")
 	case "fail-check":
 		rec.Equal("answer", 42, 41)
 	case "error":

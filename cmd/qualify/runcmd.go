@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/qualbox/qualbox/internal/cli"
 	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/internal/termprogress"
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify"
 	"github.com/qualbox/qualbox/qualify/attest"
@@ -27,7 +29,7 @@ import (
 // runCmd is qualify run: its flags are runOptions, checked by validate
 // before anything is read, then run by Exec.
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose]",
+	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose] [--progress MODE]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -64,8 +66,17 @@ manifest; not both) only some entries run: the report is partial, lists
 the others as not selected, records the selection in its header, says
 PARTIAL in summary.md and on stdout, and a gate refuses it for a required
 row (docs/qualification.md#partial-reports). Every flag is checked before
-the Engine is contacted. Progress lines end with a newline; while a
-scenario runs, a line every 30 s says it is still running.
+the Engine is contacted.
+
+--progress MODE says how progress shows on stderr. plain: one line when a
+scenario starts and one when it ends, each ending with a newline, and
+while a scenario runs a line every 30 s says it is still running. tty: a
+live display, redrawn in place, of the running scenarios, how many runs
+are done of all, the time elapsed and the time left (estimated from the
+finished runs, and at most the remaining runs' --scenario-timeout). auto,
+the default, is tty when stderr is a terminal, TERM is not "dumb" and CI
+is not set, else plain. The display ends before the verdict table and
+the report path print.
 
 With --repeat N every scenario runs N times in the one report; a scenario
 that passed some runs and failed others is flaky, which fails the run and
@@ -87,6 +98,7 @@ records the repeat count, the parallelism and each round's start order.`
 type runOptions struct {
 	manifest, endpoint, output, signingKey  string
 	probe, imageArchive, only, skip, engine string
+	progress                                string
 	asJSON, keepImage, verbose              bool
 	repeat, parallel                        int
 	scenarioTimeout                         time.Duration
@@ -100,6 +112,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.asJSON, "json", false, "print the run evidence as JSON on stdout instead of the table")
 	fs.BoolVar(&o.keepImage, "keep-image", false, `keep the guest image built or loaded for "image: build"`)
 	fs.BoolVar(&o.verbose, "verbose", false, "print scenario detail lines on stderr")
+	fs.StringVar(&o.progress, "progress", string(termprogress.Auto), "progress on stderr as `MODE`: auto (tty on a terminal, else plain), tty (a live display) or plain (lines)")
 	fs.StringVar(&o.signingKey, "signing-key", "", "ed25519 private key `FILE` (PEM PKCS#8, from qualify keygen) to sign the report with")
 	fs.StringVar(&o.probe, "probe", "", `prebuilt static guest probe `+"`BINARY`"+` for "image: build" (default: compile it from this source tree)`)
 	fs.StringVar(&o.imageArchive, "image-archive", "", `for "image: build", load the guest image from the archive `+"`FILE`"+` (make release's dist/qualbox-guest-linux-<arch>.tar) instead of building it`)
@@ -141,6 +154,9 @@ func (o *runOptions) validate(args []string) error {
 		return usageError(fmt.Sprintf("--repeat must be 1..%d and --parallel 1..%d, got %d and %d", maxRepeat, maxParallel, o.repeat, o.parallel))
 	case o.scenarioTimeout < time.Second || o.scenarioTimeout > maxScenarioTimeout:
 		return usageError(fmt.Sprintf("--scenario-timeout must be 1s..%s, got %s", maxScenarioTimeout, o.scenarioTimeout))
+	}
+	if _, err := termprogress.ParseMode(o.progress); err != nil {
+		return usageError("--progress " + err.Error())
 	}
 	if o.endpoint != "" {
 		if err := manifest.CheckEndpoint(o.endpoint); err != nil {
@@ -405,10 +421,34 @@ func removeImage(ctx context.Context, cfg qualify.Config, stderr io.Writer) {
 	}
 }
 
+// progressMode is what --progress (validated) means on stderr: a
+// terminal check on the real stderr, TERM and CI from the environment.
+func (o *runOptions) progressMode(stderr io.Writer) termprogress.Mode {
+	mode, _ := termprogress.ParseMode(o.progress)
+	return termprogress.Resolve(mode, stderr, os.Getenv, termprogress.IsTerminal)
+}
+
 // runAndRender runs the campaign of cfg and renders its Result (renderRun),
-// returning qualify.ExitCode of it.
+// returning qualify.ExitCode of it. With the tty progress mode the run's
+// events go to a termprogress.Display on stderr instead of the plain
+// lines; it is closed before anything else is printed.
 func (o *runOptions) runAndRender(ctx context.Context, cfg qualify.Config, stdout, stderr io.Writer) int {
+	var display *termprogress.Display
+	if o.progressMode(stderr) == termprogress.TTY {
+		display = termprogress.New(stderr, termprogress.Options{})
+		cfg.Progress = display.Event
+	}
 	res, err := qualify.Run(ctx, cfg)
+	if display != nil {
+		// Run emitted RunFinished unless it failed before its campaign.
+		display.Close()
+	}
+	return o.render(ctx, cfg, res, err, stdout, stderr)
+}
+
+// render prints the outcome of qualify.Run (res, err) and returns its
+// exit status.
+func (o *runOptions) render(ctx context.Context, cfg qualify.Config, res *qualify.Result, err error, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		if res == nil {

@@ -91,6 +91,8 @@ func TestFlagsAreCheckedBeforeTheEngine(t *testing.T) {
 		{runArgs("--repeat", "0"), "qualify run: --repeat must be 1..1000"},
 		{runArgs("--parallel", "17"), "and --parallel 1..16, got 1 and 17"},
 		{runArgs("--scenario-timeout", "10ms"), "qualify run: --scenario-timeout must be 1s..24h0m0s, got 10ms"},
+		{runArgs("--progress", "fancy"), `qualify run: --progress "fancy": want auto, tty or plain`},
+		{runArgs("--progress="), `qualify run: --progress "": want auto, tty or plain`},
 		{runArgs("--probe", missing), `qualify run: --probe "` + missing + `": stat`},
 		{runArgs("--probe", t.TempDir()), `": not a regular file`},
 		{runArgs("--signing-key", missing), missing},

@@ -69,7 +69,9 @@ func layering() []Rule {
 	}
 	return append(rules,
 		Rule{Package: Module + "/driver", Forbidden: []string{Module + "/qualify", Module + "/cmd"}, Except: Instruments},
-		Rule{Package: Module + "/qualify", Forbidden: []string{Module + "/cmd"}},
+		// The harness reports progress as events; drawing them on a
+		// terminal is the command's (internal/termprogress).
+		Rule{Package: Module + "/qualify", Forbidden: []string{Module + "/cmd", Module + "/internal/termprogress", "github.com/vbauerster/"}},
 	)
 }
 

@@ -191,3 +191,18 @@ func TestCheckModuleLayoutCatchesSplitAndReplace(t *testing.T) {
 	assert.NilError(t, err)
 	assert.DeepEqual(t, errs, []string{"go.mod: missing: the repository root must hold the module " + Module})
 }
+
+// The harness stays free of terminal code: qualify reaching the progress
+// display or mpb is a layering error; the command may.
+func TestCheckPackagesKeepsTerminalCodeOutOfQualify(t *testing.T) {
+	pkgs := []Package{
+		{ImportPath: Module + "/qualify", Deps: []string{"github.com/vbauerster/mpb/v8"}},
+		{ImportPath: Module + "/qualify/evidence", Deps: []string{Module + "/internal/termprogress"}},
+		{ImportPath: Module + "/cmd/qualify", Deps: []string{Module + "/internal/termprogress", "github.com/vbauerster/mpb/v8"}},
+		{ImportPath: Module + "/internal/termprogress", Deps: []string{Module + "/qualify", "github.com/vbauerster/mpb/v8"}},
+	}
+	assert.DeepEqual(t, CheckPackages(pkgs, Layering, TestOnly), []string{
+		Module + "/qualify depends on github.com/vbauerster/mpb/v8 (forbidden: github.com/vbauerster/)",
+		Module + "/qualify/evidence depends on " + Module + "/internal/termprogress (forbidden: " + Module + "/internal/termprogress)",
+	})
+}
