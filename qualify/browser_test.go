@@ -153,4 +153,3 @@ func countNear(img image.Image, r, g, b uint8) int {
 	}
 	return n
 }
-
