@@ -17,7 +17,7 @@ KEYS    ?= /var/lib/qualbox/keys
 # only with -buildvcs=true, which fails outside a checkout (a tarball).
 QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
-.PHONY: cross fuzz release test test-hermetic test-lane-b test-lane-c test-lane-d qualify qualify-lane-b qualify-linux-x64 qualify-linux-arm64 lanec-image laned-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-external verify-key gate matrix
+.PHONY: cross fuzz release test test-hermetic test-lane-b test-lane-c test-lane-d qualify qualify-lane-b qualify-linux-x64 qualify-linux-arm64 lanec-image laned-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-external verify-key gate matrix report-png
 
 engine:
 	@scripts/engine.sh up
@@ -181,3 +181,8 @@ gate:
 matrix:
 	$(GO) run ./cmd/qualify merge --policy reports/gate-policy.yaml --markdown $(GATE_DIRS) > reports/matrix.md.new || true
 	head -n 1 reports/matrix.md.new | grep -q '^GATE: ' && mv reports/matrix.md.new reports/matrix.md || { rm -f reports/matrix.md.new; exit 1; }
+
+## report-png: docs/report.png, headless Chromium's screenshot of the report.html of a real run
+## (memory-exhaustion and pid-exhaustion on lane A), taken by qualify's TestReportPagesRenderInABrowser.
+report-png: engine
+	QUALBOX_REQUIRE_ENGINE=1 QUALBOX_REPORT_PNG=$(CURDIR)/docs/report.png $(GO) test -count=1 -run '^TestReportPagesRenderInABrowser$$' ./qualify/
