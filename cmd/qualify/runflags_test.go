@@ -257,7 +257,7 @@ func TestRunOnlyAdmissionOnLaneA(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Check(t, is.DeepEqual(names, []string{"01-admission", "evidence.dsse.json", "evidence.json", "junit.xml", "summary.md", evidence.TestResultFile}))
+	assert.Check(t, is.DeepEqual(names, []string{"01-admission", "evidence.dsse.json", "evidence.json", "junit.xml", evidence.HTMLFile, "summary.md", evidence.TestResultFile}))
 
 	stdout.Reset()
 	stderr.Reset()
