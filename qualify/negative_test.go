@@ -16,10 +16,13 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -364,6 +367,40 @@ func TestNegativeNetworkIsolation(t *testing.T) {
 		}},
 		check: regexp.MustCompile(`^outbound: host listener reachable$`),
 	})
+}
+
+func TestNegativeNetworkIsolationEngineAPIReachable(t *testing.T) {
+	// The Engine API listens on TCP on every host address (dockerd -H
+	// tcp://0.0.0.0:port, the misconfiguration CVE-2025-9074's class
+	// exploits): here a reverse proxy to the real Engine's socket on an
+	// ephemeral port, which the scenario is told to probe. The outbound
+	// sandbox reaches it, and the scenario must fail for it.
+	m, err := manifest.Load(shippedManifest, scenario.Default())
+	assert.NilError(t, err)
+	socket, ok := strings.CutPrefix(m.Endpoint, "unix://")
+	skip.If(t, !ok, "endpoint %s is not a Unix socket", m.Endpoint)
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	assert.NilError(t, err)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}},
+	}
+	var served atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		proxy.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	runLie(t, lie{
+		scenario: "network-isolation",
+		variant:  scenario.NetworkIsolation{EngineAPIPorts: []int{port}},
+		check:    regexp.MustCompile(fmt.Sprintf(`^outbound: no Engine API at the (network's gateway|host address) port %d$`, port)),
+	})
+	assert.Check(t, served.Load() >= 1, "the sandbox's probe reached the Engine API proxy")
 }
 
 func TestNegativeLostEngineReplies(t *testing.T) {

@@ -27,8 +27,12 @@ import (
 // tmpfs-bounds and descendant-containment and checks that it reached the
 // limit; version 7 has datasets require the driver's typed subpath
 // refusal, which names no Engine host path, and the series checks count
-// readable samples and judge memory by the kernel's high-water mark.
-const CatalogueVersion = 7
+// readable samples and judge memory by the kernel's high-water mark;
+// version 8 has network-isolation look for an Engine API reachable from
+// the outbound sandbox (failing if one answers) and record whether the
+// cloud metadata address answers, and tmpfs-bounds judge its series by
+// the memory usage's level rather than its rise.
+const CatalogueVersion = 8
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.

@@ -8,10 +8,12 @@ import (
 
 	"io/fs"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/qualbox/qualbox/qualify/guest/facts"
@@ -103,11 +105,113 @@ func containsInt(s []int, v int) bool {
 // cannot reach a TCP listener on the host's address; outbound is attached
 // to the sandbox's own private bridge network (lo plus one interface, the
 // network is a bridge created for this sandbox, not the default one).
+//
+// From the outbound sandbox it also looks for an Engine API, which would
+// let the workload start a privileged container of its own: an HTTP GET
+// of /_ping at each EngineAPIPorts port of the network's gateway and of
+// the host's address, and at DesktopEngineAddress (CVE-2025-9074: Docker
+// Desktop answered containers there, unauthenticated). Any reply that is
+// an Engine API's fails the scenario. Whether the cloud metadata service
+// at MetadataURL answers is recorded as a fact of the run, not judged.
 type NetworkIsolation struct {
 	// Listen opens the host listener the sandboxes try to reach; nil is
 	// net.Listen. Negative tests give one that is not running, which the
 	// outbound case must catch.
 	Listen func(network, address string) (net.Listener, error)
+	// EngineAPIPorts are the TCP ports probed for an Engine API on the
+	// gateway and the host address; nil is DefaultEngineAPIPorts.
+	EngineAPIPorts []int
+}
+
+// DefaultEngineAPIPorts are the Engine API's registered TCP ports: 2375
+// (plain HTTP) and 2376 (TLS; a plain request there is answered by the TLS
+// server's refusal, which is not an Engine API reply, so only a daemon
+// listening without TLS on it fails the check).
+var DefaultEngineAPIPorts = []int{2375, 2376}
+
+// DesktopEngineAddress is where Docker Desktop's Linux VM answered the
+// Engine API to containers before 4.44.3 (CVE-2025-9074).
+const DesktopEngineAddress = "192.168.65.7:2375"
+
+// MetadataURL is the link-local cloud instance metadata service (AWS,
+// OpenStack; GCP and Azure answer there too, refusing requests without
+// their header).
+const MetadataURL = "http://169.254.169.254/latest/meta-data/"
+
+// engineProbeSeconds bounds each probe's GET: the Desktop and metadata
+// addresses are routed off the host and, where nothing answers, time out.
+const engineProbeSeconds = 2
+
+// engineTarget is one place an Engine API is looked for.
+type engineTarget struct{ where, url string }
+
+// engineTargets lists where the outbound sandbox looks for an Engine API:
+// each port of the gateways of nw's IPv4 subnets and of hostIP, and the
+// Desktop VM's address.
+func (s NetworkIsolation) engineTargets(nw network.Inspect, hostIP string) []engineTarget {
+	ports := s.EngineAPIPorts
+	if ports == nil {
+		ports = DefaultEngineAPIPorts
+	}
+	var ts []engineTarget
+	for _, port := range ports {
+		for _, c := range nw.IPAM.Config {
+			if c.Gateway.Is4() {
+				ts = append(ts, engineTarget{fmt.Sprintf("the network's gateway port %d", port), "http://" + net.JoinHostPort(c.Gateway.String(), strconv.Itoa(port)) + "/_ping"})
+			}
+		}
+		ts = append(ts, engineTarget{fmt.Sprintf("the host address port %d", port), "http://" + net.JoinHostPort(hostIP, strconv.Itoa(port)) + "/_ping"})
+	}
+	return append(ts, engineTarget{"the Docker Desktop VM address", "http://" + DesktopEngineAddress + "/_ping"})
+}
+
+// serviceProbes is the shell that looks for an Engine API at targets and
+// for the metadata service, all at once (each probe prints its result as
+// one line, written whole).
+func serviceProbes(targets []engineTarget) string {
+	var script []string
+	for _, t := range append(targets, engineTarget{"metadata", MetadataURL}) {
+		script = append(script, fmt.Sprintf("%s http %s %d &", ProbePath, t.url, engineProbeSeconds))
+	}
+	return strings.Join(script, " ") + " wait"
+}
+
+// checkServices records the service probes' results rs: a check that no
+// target answered as an Engine API, and the metadata service's state.
+func checkServices(rec *Record, targets []engineTarget, rs []facts.Result) error {
+	byURL := map[string]facts.Result{}
+	for _, r := range rs {
+		byURL[r.Address] = r
+	}
+	rec.Observe("outbound: Engine API and metadata probes", rs)
+	for _, t := range targets {
+		r, ok := byURL[t.url]
+		if !ok {
+			return fmt.Errorf("outbound: no probe result for %s", t.url)
+		}
+		rec.Check("outbound: no Engine API at "+t.where, "no Engine API reply from "+t.url, describeHTTP(r), !r.HTTP.EngineAPI())
+	}
+	md, ok := byURL[MetadataURL]
+	if !ok {
+		return fmt.Errorf("outbound: no probe result for %s", MetadataURL)
+	}
+	rec.Observe("outbound: cloud metadata service", map[string]any{"url": MetadataURL, "answers": md.HTTP != nil, "result": describeHTTP(md)})
+	return nil
+}
+
+// describeHTTP renders an http probe result for a check's got.
+func describeHTTP(r facts.Result) string {
+	if r.HTTP == nil {
+		return "no reply: " + Render(r.Outcome)
+	}
+	d := fmt.Sprintf("HTTP %d", r.HTTP.Status)
+	if r.HTTP.APIVersion != "" {
+		d += ", Api-Version " + r.HTTP.APIVersion
+	}
+	if r.HTTP.Server != "" {
+		d += ", Server " + strconv.Quote(r.HTTP.Server)
+	}
+	return d
 }
 
 // Name returns "network-isolation".
@@ -170,8 +274,24 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 				return err
 			}
 			rec.Equal(name+": effective network (Engine readback)", pol.Network, o.sb.Effective().Network)
+			// The sandbox runs one process: the outbound one also looks
+			// for services it must not reach, at its network's gateway
+			// among others, so the network is read first.
+			script := fmt.Sprintf("%[1]s facts; %[1]s connect %[2]s 2", ProbePath, addr)
+			var nw network.Inspect
+			var targets []engineTarget
+			if kind == sandboxapi.NetworkOutbound {
+				netID := resourceID(o.res, sandboxapi.RoleNetwork)
+				r, err := env.Engine.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
+				if err != nil {
+					return fmt.Errorf("outbound: inspect network %s: %w", netID, err)
+				}
+				nw = r.Network
+				targets = s.engineTargets(nw, ip)
+				script += "; " + serviceProbes(targets)
+			}
 			before := accepted.Load()
-			exit, stdout, _, err := o.run(ctx, shellSpec(fmt.Sprintf("%[1]s facts; %[1]s connect %[2]s 2", ProbePath, addr)))
+			exit, stdout, _, err := o.run(ctx, shellSpec(script))
 			if err != nil {
 				return err
 			}
@@ -186,7 +306,15 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 				names = append(names, i.Name)
 			}
 			rec.Observe(name+": interfaces", f.Interfaces)
-			rs, err := results(rest)
+			all, err := results(rest)
+			var rs, served []facts.Result
+			for _, r := range all {
+				if r.Action == "http" {
+					served = append(served, r)
+				} else {
+					rs = append(rs, r)
+				}
+			}
 			if err != nil || len(rs) != 1 {
 				return fmt.Errorf("%s: probe connect result: %v (%d results)", name, err, len(rs))
 			}
@@ -203,23 +331,18 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 			rose := waitRise(&accepted, before, 2*time.Second)
 			rec.Check("outbound: host listener reachable", "connect ok; accepted count rose",
 				fmt.Sprintf("connect %s; accepted %+d", Render(rs[0].Outcome), rose), rs[0].OK && rose >= 1)
-			netID := resourceID(o.res, sandboxapi.RoleNetwork)
-			nw, err := env.Engine.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
-			if err != nil {
-				return fmt.Errorf("outbound: inspect network %s: %w", netID, err)
-			}
-			rec.Observe("outbound: network", map[string]any{"id": nw.Network.ID, "name": nw.Network.Name, "driver": nw.Network.Driver, "internal": nw.Network.Internal})
-			rec.Equal("outbound: network driver", "bridge", nw.Network.Driver)
-			rec.Equal("outbound: network internal", false, nw.Network.Internal)
+			rec.Observe("outbound: network", map[string]any{"id": nw.ID, "name": nw.Name, "driver": nw.Driver, "internal": nw.Internal})
+			rec.Equal("outbound: network driver", "bridge", nw.Driver)
+			rec.Equal("outbound: network internal", false, nw.Internal)
 			var planned string
 			for _, r := range o.res.RecoveryRecord().Resources {
 				if r.Role == sandboxapi.RoleNetwork {
 					planned = r.Name
 				}
 			}
-			rec.Check("outbound: private network (the sandbox's own, not the default bridge)", planned, nw.Network.Name,
-				nw.Network.Name != "bridge" && nw.Network.Name == planned && strings.HasPrefix(planned, "qualbox-"))
-			return nil
+			rec.Check("outbound: private network (the sandbox's own, not the default bridge)", planned, nw.Name,
+				nw.Name != "bridge" && nw.Name == planned && strings.HasPrefix(planned, "qualbox-"))
+			return checkServices(rec, targets, served)
 		}()
 		if err != nil {
 			return err

@@ -85,4 +85,21 @@ func TestSeriesChecksFailForTheirReason(t *testing.T) {
 	checkSeriesRise(rec, "tree", "pids.current", observer.Series{Samples: []observer.Sample{pids(2, 0), pids(5, 0)}}, pidsCurrent, 3)
 	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
 	assert.Assert(t, strings.Contains(rec.Snapshot().Checks[1].Want, ">= 3"))
+
+	// tmpfs pages: the level must hold what was written, however the
+	// batched counter moved; a level short of it fails, and so does an
+	// unreadable counter or nothing written.
+	const written = 24 << 20
+	rec = NewRecord()
+	checkSeriesReach(rec, "fill", "memory usage", memSeries(3<<20, 20<<20, 26<<20), memoryUsage, written)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
+	rec = NewRecord()
+	checkSeriesReach(rec, "fill", "memory usage", memSeries(3<<20, 4<<20, 5<<20), memoryUsage, written)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"fill: observer series: memory usage peak"})
+	rec = NewRecord()
+	checkSeriesReach(rec, "fill", "memory usage", observer.Series{Samples: []observer.Sample{{}, {}}}, memoryUsage, written)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"fill: observer series sampled memory usage", "fill: observer series: memory usage peak"})
+	rec = NewRecord()
+	checkSeriesReach(rec, "fill", "memory usage", memSeries(3<<20, 4<<20), memoryUsage, 0)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"fill: observer series: memory usage peak"})
 }

@@ -8,7 +8,10 @@
 // harness, the probe and the tests share them.
 package facts
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Schema identifies the Facts JSON layout.
 const Schema = "qualbox.probe.facts.v1"
@@ -162,7 +165,7 @@ type Outcome struct {
 // completion. Fields that do not apply to an action are omitted.
 type Result struct {
 	// Action is the subcommand: "alloc", "fork", "write", "echo", "spawn",
-	// "sleep", "fill", "connect" or "tree".
+	// "sleep", "fill", "connect", "http" or "tree".
 	Action string `json:"action"`
 	Outcome
 	// Requested is the count the action was asked for: MiB (alloc),
@@ -179,15 +182,39 @@ type Result struct {
 	PIDs []int `json:"pids,omitempty"`
 	// Path is the file written (fill) or the walked directory (tree).
 	Path string `json:"path,omitempty"`
-	// Address is the dialled TCP address (connect).
+	// Address is the dialled TCP address (connect) or the requested URL
+	// (http).
 	Address string `json:"address,omitempty"`
 	// Tree lists the walked directory (tree), sorted by path; nil for
 	// other actions and when the walk failed at its root.
 	Tree []TreeEntry `json:"tree,omitempty"`
 	// Seconds is the slept or requested child lifetime (sleep, fork, spawn).
 	Seconds float64 `json:"seconds,omitempty"`
+	// HTTP is the reply to an HTTP GET (http); nil when no reply's
+	// status line was read (Outcome says why).
+	HTTP *HTTPReply `json:"http,omitempty"`
 	// ElapsedMillis is the action's wall time in milliseconds.
 	ElapsedMillis int64 `json:"elapsedMillis"`
+}
+
+// HTTPReply is what the http action read of a reply: enough to tell an
+// Engine API (whose every reply, /_ping's included, carries Api-Version
+// and a Server header "Docker/<version> (<os>)") from any other server.
+type HTTPReply struct {
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// APIVersion is the Api-Version header; empty when absent.
+	APIVersion string `json:"apiVersion,omitempty"`
+	// Server is the Server header; empty when absent.
+	Server string `json:"server,omitempty"`
+	// Body is the reply body's first 64 bytes at most.
+	Body string `json:"body,omitempty"`
+}
+
+// EngineAPI reports whether r is an Engine API's reply: it carries the
+// Api-Version header, or a Server header naming Docker.
+func (r *HTTPReply) EngineAPI() bool {
+	return r != nil && (r.APIVersion != "" || strings.HasPrefix(r.Server, "Docker/"))
 }
 
 // Progress is a line the alloc action prints to stderr after each touched

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -272,5 +273,37 @@ func connect(args []string) (any, error) {
 	if err == nil {
 		_ = c.Close()
 	}
+	return finish(r, start, err), nil
+}
+
+// httpGet sends GET <url> with [timeoutSeconds] (default 3) for the whole
+// exchange, following no redirect and using no proxy from the
+// environment, and records the reply's status, Api-Version and Server
+// headers and the first 64 bytes of its body.
+func httpGet(args []string) (any, error) {
+	if err := arity(args, 1, 2); err != nil {
+		return nil, err
+	}
+	timeout := 3 * time.Second
+	if len(args) == 2 {
+		var err error
+		if timeout, err = seconds(args[1]); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	r := &facts.Result{Action: "http", Address: args[0]}
+	c := &http.Client{
+		Timeout:       timeout,
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := c.Get(args[0])
+	if err != nil {
+		return finish(r, start, err), nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64))
+	r.HTTP = &facts.HTTPReply{Status: resp.StatusCode, APIVersion: resp.Header.Get("Api-Version"), Server: resp.Header.Get("Server"), Body: string(body)}
 	return finish(r, start, err), nil
 }

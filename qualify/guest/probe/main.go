@@ -66,6 +66,7 @@ func init() {
 		"sleep":   sleepAction,
 		"fill":    fill,
 		"connect": connect,
+		"http":    httpGet,
 		"tree":    tree,
 	}
 }
@@ -86,6 +87,6 @@ func emit(f *os.File, v any) {
 }
 
 func usage(err error) {
-	emit(os.Stderr, map[string]string{"error": err.Error(), "usage": "qualbox-probe [facts|alloc|fork|write|echo|spawn|sleep|fill|connect|tree] ..."})
+	emit(os.Stderr, map[string]string{"error": err.Error(), "usage": "qualbox-probe [facts|alloc|fork|write|echo|spawn|sleep|fill|connect|http|tree] ..."})
 	os.Exit(2)
 }
