@@ -255,17 +255,24 @@ func fill(args []string) (any, error) {
 	return finish(r, start, err), nil
 }
 
+// addressTimeout checks the arguments of an action on one address with
+// an optional [timeoutSeconds] after it, and returns the timeout (default
+// 3 s).
+func addressTimeout(args []string) (time.Duration, error) {
+	if err := arity(args, 1, 2); err != nil {
+		return 0, err
+	}
+	if len(args) == 2 {
+		return seconds(args[1])
+	}
+	return 3 * time.Second, nil
+}
+
 // connect dials TCP <host:port> with [timeoutSeconds] (default 3).
 func connect(args []string) (any, error) {
-	if err := arity(args, 1, 2); err != nil {
+	timeout, err := addressTimeout(args)
+	if err != nil {
 		return nil, err
-	}
-	timeout := 3 * time.Second
-	if len(args) == 2 {
-		var err error
-		if timeout, err = seconds(args[1]); err != nil {
-			return nil, err
-		}
 	}
 	start := time.Now()
 	r := &facts.Result{Action: "connect", Address: args[0]}
@@ -281,15 +288,9 @@ func connect(args []string) (any, error) {
 // environment, and records the reply's status, Api-Version and Server
 // headers and the first 64 bytes of its body.
 func httpGet(args []string) (any, error) {
-	if err := arity(args, 1, 2); err != nil {
+	timeout, err := addressTimeout(args)
+	if err != nil {
 		return nil, err
-	}
-	timeout := 3 * time.Second
-	if len(args) == 2 {
-		var err error
-		if timeout, err = seconds(args[1]); err != nil {
-			return nil, err
-		}
 	}
 	start := time.Now()
 	r := &facts.Result{Action: "http", Address: args[0]}
