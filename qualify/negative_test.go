@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"os"
 	"path/filepath"
@@ -373,34 +374,54 @@ func TestNegativeNetworkIsolationEngineAPIReachable(t *testing.T) {
 	// The Engine API listens on TCP on every host address (dockerd -H
 	// tcp://0.0.0.0:port, the misconfiguration CVE-2025-9074's class
 	// exploits): here a reverse proxy to the real Engine's socket on an
-	// ephemeral port, which the scenario is told to probe. The outbound
-	// sandbox reaches it, and the scenario must fail for it.
+	// ephemeral port, which the scenario is told to probe, once over plain
+	// HTTP and once over TLS without client authentication (--tls without
+	// --tlsverify). The outbound sandbox reaches it, and the scenario must
+	// fail for exactly the scheme the proxy serves.
 	m, err := manifest.Load(shippedManifest, scenario.Default())
 	assert.NilError(t, err)
 	socket, ok := strings.CutPrefix(m.Endpoint, "unix://")
 	skip.If(t, !ok, "endpoint %s is not a Unix socket", m.Endpoint)
-	ln, err := net.Listen("tcp", "0.0.0.0:0")
-	assert.NilError(t, err)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		}},
 	}
-	var served atomic.Int64
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		proxy.ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	port := ln.Addr().(*net.TCPAddr).Port
-	runLie(t, lie{
-		scenario: "network-isolation",
-		variant:  scenario.NetworkIsolation{EngineAPIPorts: []int{port}},
-		check:    regexp.MustCompile(fmt.Sprintf(`^outbound: no Engine API at the (network's gateway|host address) port %d$`, port)),
-	})
-	assert.Check(t, served.Load() >= 1, "the sandbox's probe reached the Engine API proxy")
+	for _, tc := range []struct {
+		scheme string
+		tls    bool
+	}{{"HTTP", false}, {"TLS, no client certificate", true}} {
+		t.Run(tc.scheme, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "0.0.0.0:0")
+			assert.NilError(t, err)
+			var served atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				served.Add(1)
+				proxy.ServeHTTP(w, r)
+			}))
+			srv.Listener.Close()
+			srv.Listener = ln
+			if tc.tls {
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			t.Cleanup(srv.Close)
+			port := ln.Addr().(*net.TCPAddr).Port
+			ev := runLie(t, lie{
+				scenario: "network-isolation",
+				variant:  scenario.NetworkIsolation{EngineAPIPorts: []int{port}},
+				check:    regexp.MustCompile(fmt.Sprintf(`^outbound: no Engine API at the (network's gateway|host address) port %d \(%s\)$`, port, regexp.QuoteMeta(tc.scheme))),
+			})
+			assert.Check(t, served.Load() >= 1, "the sandbox's probe reached the Engine API proxy")
+			for _, c := range ev.Checks {
+				if !c.OK {
+					assert.Check(t, strings.HasSuffix(c.Name, "("+tc.scheme+")"), "failed check %q is not of the scheme served", c.Name)
+				}
+			}
+		})
+	}
 }
 
 func TestNegativeLostEngineReplies(t *testing.T) {

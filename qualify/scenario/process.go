@@ -146,23 +146,35 @@ const engineProbeSeconds = 2
 type engineTarget struct{ where, url string }
 
 // engineTargets lists where the outbound sandbox looks for an Engine API:
-// each port of the gateways of nw's IPv4 subnets and of hostIP, and the
-// Desktop VM's address.
-func (s NetworkIsolation) engineTargets(nw network.Inspect, hostIP string) []engineTarget {
+// each port of each gateway of nw (the host's side of the sandbox's
+// bridge) and of hostIP, over plain HTTP and over TLS without a client
+// certificate (a daemon started with --tls but not --tlsverify serves
+// anyone who connects), and the Desktop VM's address. It also returns the
+// gateways it found.
+func (s NetworkIsolation) engineTargets(nw network.Inspect, hostIP string) (ts []engineTarget, gateways []string) {
 	ports := s.EngineAPIPorts
 	if ports == nil {
 		ports = DefaultEngineAPIPorts
 	}
-	var ts []engineTarget
-	for _, port := range ports {
-		for _, c := range nw.IPAM.Config {
-			if c.Gateway.Is4() {
-				ts = append(ts, engineTarget{fmt.Sprintf("the network's gateway port %d", port), "http://" + net.JoinHostPort(c.Gateway.String(), strconv.Itoa(port)) + "/_ping"})
-			}
+	for _, c := range nw.IPAM.Config {
+		if c.Gateway.IsValid() {
+			gateways = append(gateways, c.Gateway.String())
 		}
-		ts = append(ts, engineTarget{fmt.Sprintf("the host address port %d", port), "http://" + net.JoinHostPort(hostIP, strconv.Itoa(port)) + "/_ping"})
 	}
-	return append(ts, engineTarget{"the Docker Desktop VM address", "http://" + DesktopEngineAddress + "/_ping"})
+	for _, port := range ports {
+		hosts := []struct{ where, ip string }{}
+		for _, g := range gateways {
+			hosts = append(hosts, struct{ where, ip string }{"the network's gateway", g})
+		}
+		hosts = append(hosts, struct{ where, ip string }{"the host address", hostIP})
+		for _, h := range hosts {
+			addr := net.JoinHostPort(h.ip, strconv.Itoa(port))
+			ts = append(ts,
+				engineTarget{fmt.Sprintf("%s port %d (HTTP)", h.where, port), "http://" + addr + "/_ping"},
+				engineTarget{fmt.Sprintf("%s port %d (TLS, no client certificate)", h.where, port), "https://" + addr + "/_ping"})
+		}
+	}
+	return append(ts, engineTarget{"the Docker Desktop VM address", "http://" + DesktopEngineAddress + "/_ping"}), gateways
 }
 
 // serviceProbes is the shell that looks for an Engine API at targets and
@@ -287,7 +299,9 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 					return fmt.Errorf("outbound: inspect network %s: %w", netID, err)
 				}
 				nw = r.Network
-				targets = s.engineTargets(nw, ip)
+				var gateways []string
+				targets, gateways = s.engineTargets(nw, ip)
+				rec.Check("outbound: the network's gateway (Engine IPAM)", ">= 1 address", gateways, len(gateways) >= 1)
 				script += "; " + serviceProbes(targets)
 			}
 			before := accepted.Load()
