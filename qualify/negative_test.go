@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/skip"
@@ -377,16 +379,21 @@ func TestNegativeNetworkIsolationEngineAPIReachable(t *testing.T) {
 	// ephemeral port, which the scenario is told to probe, once over plain
 	// HTTP and once over TLS without client authentication (--tls without
 	// --tlsverify). The outbound sandbox reaches it, and the scenario must
-	// fail for exactly the scheme the proxy serves.
+	// fail for exactly the scheme the proxy serves. The proxy forwards
+	// only GET /_ping: it listens on every address for the test's length,
+	// and a full Engine API there would be root on this host to anyone
+	// who can reach it.
 	m, err := manifest.Load(shippedManifest, scenario.Default())
 	assert.NilError(t, err)
 	socket, ok := strings.CutPrefix(m.Endpoint, "unix://")
 	skip.If(t, !ok, "endpoint %s is not a Unix socket", m.Endpoint)
+	transport := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}
+	t.Cleanup(transport.CloseIdleConnections)
 	proxy := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		}},
+		Rewrite:   func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
+		Transport: transport,
 	}
 	for _, tc := range []struct {
 		scheme string
@@ -397,6 +404,10 @@ func TestNegativeNetworkIsolationEngineAPIReachable(t *testing.T) {
 			assert.NilError(t, err)
 			var served atomic.Int64
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodGet || r.URL.Path != "/_ping" {
+					http.Error(w, "only GET /_ping is forwarded", http.StatusForbidden)
+					return
+				}
 				served.Add(1)
 				proxy.ServeHTTP(w, r)
 			}))
@@ -412,7 +423,7 @@ func TestNegativeNetworkIsolationEngineAPIReachable(t *testing.T) {
 			ev := runLie(t, lie{
 				scenario: "network-isolation",
 				variant:  scenario.NetworkIsolation{EngineAPIPorts: []int{port}},
-				check:    regexp.MustCompile(fmt.Sprintf(`^outbound: no Engine API at the (network's gateway|host address) port %d \(%s\)$`, port, regexp.QuoteMeta(tc.scheme))),
+				check:    regexp.MustCompile(fmt.Sprintf(`^outbound: no Engine API at the (network's gateway|default bridge's gateway|host address) [0-9.]+ port %d \(%s\)$`, port, regexp.QuoteMeta(tc.scheme))),
 			})
 			assert.Check(t, served.Load() >= 1, "the sandbox's probe reached the Engine API proxy")
 			for _, c := range ev.Checks {
@@ -422,6 +433,21 @@ func TestNegativeNetworkIsolationEngineAPIReachable(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNegativeNetworkIsolationNoGateway(t *testing.T) {
+	// The Engine's inspect of the outbound network names no gateway: with
+	// no address to probe there, the Engine API check of the gateway
+	// would pass for want of a target, so the scenario must fail instead.
+	runLie(t, lie{
+		scenario: "network-isolation",
+		variant: scenario.NetworkIsolation{EditNetwork: func(nw *network.Inspect) {
+			for i := range nw.IPAM.Config {
+				nw.IPAM.Config[i].Gateway = netip.Addr{}
+			}
+		}},
+		check: regexp.MustCompile(`^outbound: the network's gateway \(Engine IPAM\)$`),
+	})
 }
 
 func TestNegativeLostEngineReplies(t *testing.T) {

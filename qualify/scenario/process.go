@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"io/fs"
 	"net"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
@@ -121,6 +121,10 @@ type NetworkIsolation struct {
 	// EngineAPIPorts are the TCP ports probed for an Engine API on the
 	// gateway and the host address; nil is DefaultEngineAPIPorts.
 	EngineAPIPorts []int
+	// EditNetwork rewrites the Engine's inspect of the outbound network
+	// before it is read; nil keeps it. Negative tests drop its gateway,
+	// which the outbound case must catch.
+	EditNetwork func(*network.Inspect)
 }
 
 // DefaultEngineAPIPorts are the Engine API's registered TCP ports: 2375
@@ -138,54 +142,82 @@ const DesktopEngineAddress = "192.168.65.7:2375"
 // their header).
 const MetadataURL = "http://169.254.169.254/latest/meta-data/"
 
-// engineProbeSeconds bounds each probe's GET: the Desktop and metadata
-// addresses are routed off the host and, where nothing answers, time out.
-const engineProbeSeconds = 2
+// Probe timeouts, in seconds. The Desktop and metadata addresses are
+// routed off the host and, where nothing answers, time out, so they are
+// probed in the background while the local addresses are probed one after
+// another: those answer or refuse at once, and a sandbox held to a
+// fraction of a CPU must not let a slow reply pass for no Engine.
+const (
+	remoteProbeSeconds = 2
+	localProbeSeconds  = 5
+)
 
-// engineTarget is one place an Engine API is looked for.
-type engineTarget struct{ where, url string }
+// engineTarget is one place an Engine API is looked for; local ones are
+// on the Engine's host or the harness's.
+type engineTarget struct {
+	where, url string
+	local      bool
+}
+
+// engineHost is an address probed on each Engine API port, where names
+// it for check names.
+type engineHost struct{ where, ip string }
 
 // engineTargets lists where the outbound sandbox looks for an Engine API:
-// each port of each gateway of nw (the host's side of the sandbox's
-// bridge) and of hostIP, over plain HTTP and over TLS without a client
-// certificate (a daemon started with --tls but not --tlsverify serves
-// anyone who connects), and the Desktop VM's address. It also returns the
-// gateways it found.
-func (s NetworkIsolation) engineTargets(nw network.Inspect, hostIP string) (ts []engineTarget, gateways []string) {
+// each port (duplicates dropped) of each host address (an address met
+// twice keeps its first name), over plain HTTP and over TLS without a
+// client certificate (a daemon started with --tls but not --tlsverify
+// serves anyone who connects), then the Desktop VM's address.
+func (s NetworkIsolation) engineTargets(hosts []engineHost) []engineTarget {
 	ports := s.EngineAPIPorts
 	if ports == nil {
 		ports = DefaultEngineAPIPorts
 	}
-	for _, c := range nw.IPAM.Config {
-		if c.Gateway.IsValid() {
-			gateways = append(gateways, c.Gateway.String())
-		}
-	}
+	var ts []engineTarget
+	seenPort := map[int]bool{}
 	for _, port := range ports {
-		hosts := []struct{ where, ip string }{}
-		for _, g := range gateways {
-			hosts = append(hosts, struct{ where, ip string }{"the network's gateway", g})
+		if seenPort[port] {
+			continue
 		}
-		hosts = append(hosts, struct{ where, ip string }{"the host address", hostIP})
+		seenPort[port] = true
+		seenIP := map[string]bool{}
 		for _, h := range hosts {
+			if seenIP[h.ip] {
+				continue
+			}
+			seenIP[h.ip] = true
 			addr := net.JoinHostPort(h.ip, strconv.Itoa(port))
 			ts = append(ts,
-				engineTarget{fmt.Sprintf("%s port %d (HTTP)", h.where, port), "http://" + addr + "/_ping"},
-				engineTarget{fmt.Sprintf("%s port %d (TLS, no client certificate)", h.where, port), "https://" + addr + "/_ping"})
+				engineTarget{fmt.Sprintf("%s %s port %d (HTTP)", h.where, h.ip, port), "http://" + addr + "/_ping", true},
+				engineTarget{fmt.Sprintf("%s %s port %d (TLS, no client certificate)", h.where, h.ip, port), "https://" + addr + "/_ping", true})
 		}
 	}
-	return append(ts, engineTarget{"the Docker Desktop VM address", "http://" + DesktopEngineAddress + "/_ping"}), gateways
+	return append(ts, engineTarget{"the Docker Desktop VM address", "http://" + DesktopEngineAddress + "/_ping", false})
+}
+
+// shellQuote returns s as one single-quoted POSIX shell word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // serviceProbes is the shell that looks for an Engine API at targets and
-// for the metadata service, all at once (each probe prints its result as
-// one line, written whole).
+// for the metadata service: the remote ones in the background, the local
+// ones one at a time meanwhile (each probe prints its result as one line,
+// written whole).
 func serviceProbes(targets []engineTarget) string {
-	var script []string
-	for _, t := range append(targets, engineTarget{"metadata", MetadataURL}) {
-		script = append(script, fmt.Sprintf("%s http %s %d &", ProbePath, t.url, engineProbeSeconds))
+	var bg, fg []string
+	for _, t := range append(targets, engineTarget{"metadata", MetadataURL, false}) {
+		if t.local {
+			fg = append(fg, fmt.Sprintf("%s http %s %d", ProbePath, shellQuote(t.url), localProbeSeconds))
+		} else {
+			bg = append(bg, fmt.Sprintf("%s http %s %d &", ProbePath, shellQuote(t.url), remoteProbeSeconds))
+		}
 	}
-	return strings.Join(script, " ") + " wait"
+	script := strings.Join(bg, " ")
+	for _, c := range fg {
+		script += " " + c + ";"
+	}
+	return script + " wait"
 }
 
 // checkServices records the service probes' results rs: a check that no
@@ -232,26 +264,43 @@ func (NetworkIsolation) Name() string { return "network-isolation" }
 // Validate accepts no params.
 func (NetworkIsolation) Validate(params map[string]any) error { return noParams(params) }
 
-// hostAddress returns a non-loopback IPv4 address of the host.
-func hostAddress() (string, error) {
+// hostAddresses returns the host's non-loopback IPv4 addresses, in the
+// order of its interfaces; the first is where the host listener opens.
+func hostAddresses() ([]string, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	var ips []string
 	for _, a := range addrs {
 		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
-			return ipn.IP.String(), nil
+			ips = append(ips, ipn.IP.String())
 		}
 	}
-	return "", errors.New("no non-loopback IPv4 address on the host")
+	if len(ips) == 0 {
+		return nil, errors.New("no non-loopback IPv4 address on the host")
+	}
+	return ips, nil
+}
+
+// gatewayHosts returns nw's valid IPAM gateways, named where.
+func gatewayHosts(nw network.Inspect, where string) []engineHost {
+	var hs []engineHost
+	for _, c := range nw.IPAM.Config {
+		if c.Gateway.IsValid() {
+			hs = append(hs, engineHost{where, c.Gateway.String()})
+		}
+	}
+	return hs
 }
 
 // Run runs facts and a connect in each mode.
 func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
-	ip, err := hostAddress()
+	hostIPs, err := hostAddresses()
 	if err != nil {
 		return err
 	}
+	ip := hostIPs[0]
 	listen := s.Listen
 	if listen == nil {
 		listen = net.Listen
@@ -299,9 +348,31 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 					return fmt.Errorf("outbound: inspect network %s: %w", netID, err)
 				}
 				nw = r.Network
-				var gateways []string
-				targets, gateways = s.engineTargets(nw, ip)
-				rec.Check("outbound: the network's gateway (Engine IPAM)", ">= 1 address", gateways, len(gateways) >= 1)
+				if s.EditNetwork != nil {
+					s.EditNetwork(&nw)
+				}
+				hosts := gatewayHosts(nw, "the network's gateway")
+				var gws []string
+				for _, h := range hosts {
+					gws = append(gws, h.ip)
+				}
+				rec.Check("outbound: the network's gateway (Engine IPAM)", ">= 1 address", gws, len(gws) >= 1)
+				// The default bridge's gateway is an address of the
+				// Engine's own host, which the harness's need not be; an
+				// Engine run without it (--bridge=none) has none.
+				def, err := env.Engine.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{})
+				switch {
+				case err == nil:
+					hosts = append(hosts, gatewayHosts(def.Network, "the default bridge's gateway")...)
+				case cerrdefs.IsNotFound(err):
+					rec.Observe("outbound: default bridge network", "absent")
+				default:
+					return fmt.Errorf("outbound: inspect the default bridge network: %w", err)
+				}
+				for _, h := range hostIPs {
+					hosts = append(hosts, engineHost{"the host address", h})
+				}
+				targets = s.engineTargets(hosts)
 				script += "; " + serviceProbes(targets)
 			}
 			before := accepted.Load()
@@ -329,8 +400,11 @@ func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]a
 					rs = append(rs, r)
 				}
 			}
-			if err != nil || len(rs) != 1 {
-				return fmt.Errorf("%s: probe connect result: %v (%d results)", name, err, len(rs))
+			if err != nil {
+				return fmt.Errorf("%s: probe results: %w", name, err)
+			}
+			if len(rs) != 1 {
+				return fmt.Errorf("%s: want 1 probe connect result, got %d", name, len(rs))
 			}
 			rec.Observe(name+": connect", rs[0])
 			if kind == sandboxapi.NetworkIsolated {

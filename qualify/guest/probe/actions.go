@@ -258,15 +258,21 @@ func fill(args []string) (any, error) {
 
 // addressTimeout checks the arguments of an action on one address with
 // an optional [timeoutSeconds] after it, and returns the timeout (default
-// 3 s).
+// 3 s). A timeout of 0 is refused: to the net and http packages it means
+// none, and a probe that can hang would stall its scenario instead of
+// reporting.
 func addressTimeout(args []string) (time.Duration, error) {
 	if err := arity(args, 1, 2); err != nil {
 		return 0, err
 	}
-	if len(args) == 2 {
-		return seconds(args[1])
+	if len(args) == 1 {
+		return 3 * time.Second, nil
 	}
-	return 3 * time.Second, nil
+	d, err := seconds(args[1])
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("timeout %q: want more than 0 seconds", args[1])
+	}
+	return d, err
 }
 
 // connect dials TCP <host:port> with [timeoutSeconds] (default 3).
