@@ -55,8 +55,14 @@ type EngineFacts struct {
 	DriverStatus     [][2]string `json:"driverStatus"`
 	ContainerdCommit string      `json:"containerdCommit"`
 	RuncCommit       string      `json:"runcCommit"`
-	Components       []string    `json:"components"`
-	Warnings         []string    `json:"warnings"`
+	// DefaultRuntime is /info DefaultRuntime ("runc"); Runtimes are /info
+	// Runtimes as "name=path" (the shim type for a shim v2 runtime without
+	// a path), sorted. Both are empty in reports made before they were
+	// recorded.
+	DefaultRuntime string   `json:"defaultRuntime,omitempty"`
+	Runtimes       []string `json:"runtimes,omitempty"`
+	Components     []string `json:"components"`
+	Warnings       []string `json:"warnings"`
 }
 
 // ImageFacts is what admission read from the workload image.
@@ -609,6 +615,15 @@ func (f *admissionFacts) engineFacts() EngineFacts {
 		DriverStatus: info.DriverStatus, ContainerdCommit: info.ContainerdCommit.ID, RuncCommit: info.RuncCommit.ID,
 		Warnings: info.Warnings,
 	}
+	e.DefaultRuntime = info.DefaultRuntime
+	for name, rt := range info.Runtimes {
+		where := rt.Path
+		if where == "" {
+			where = rt.Type
+		}
+		e.Runtimes = append(e.Runtimes, name+"="+where)
+	}
+	slices.Sort(e.Runtimes)
 	for _, comp := range ver.Components {
 		e.Components = append(e.Components, comp.Name+" "+comp.Version)
 		if comp.Name == "Engine" {

@@ -245,6 +245,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cancel()
 	}
 	run.Tuple = evidence.TupleOf(run)
+	posture := evidence.PostureOf(run, nil)
+	run.Posture = &posture
 
 	results, err := runCampaign(ctx, cfg, run, out, progress)
 	if err != nil {

@@ -314,6 +314,10 @@ type Run struct {
 	// Tuple is the platform tuple this run qualifies (derived from the
 	// fields above with TupleOf).
 	Tuple Tuple `json:"tuple"`
+	// Posture is the runtime posture derived from Engine with the
+	// advisories this qualify build knows (PostureOf); nil in reports
+	// made before it was recorded.
+	Posture *Posture `json:"posture,omitempty"`
 	// Policy is the manifest's normalized policy.
 	Policy json.RawMessage `json:"policy"`
 	User   driver.User     `json:"user"`

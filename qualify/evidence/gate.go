@@ -106,6 +106,9 @@ type Requirement struct {
 	// MaxReportAge, when not zero, refuses a report whose run ended
 	// longer ago than this when the gate runs.
 	MaxReportAge time.Duration
+	// Floors refuse a report whose Engine reports a runtime component
+	// below its floor (FloorProblems).
+	Floors []Floor
 }
 
 // Gate judges merged reports and returns one line per violation that
@@ -118,7 +121,8 @@ type Requirement struct {
 // also on: a report made without an Engine (EnginelessProblem); a report
 // whose tuple matches more than one row; a report without the required
 // harness identity (module, catalogue pair, clean revision); a report
-// older than MaxReportAge; a report that matches no row; a report of a
+// older than MaxReportAge; a report whose runtime components fall below
+// the Floors (FloorProblems); a report that matches no row; a report of a
 // row that ran a manifest the row does not pin, or that does not list the
 // pinned manifest's scenarios, params, policy and user (ManifestProblems);
 // a partial report (Run.Selection: qualify run --only/--skip) of a row;
@@ -211,6 +215,9 @@ func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation 
 		if why := EnginelessProblem(rep); why != "" {
 			add(nil, "report %s: %s", rep.Dir, why)
 			continue
+		}
+		for _, why := range FloorProblems(rep.Run, req.Floors) {
+			add(cols, "report %s: %s", rep.Dir, why)
 		}
 		t := rep.Predicate.Tuple
 		any := false

@@ -163,6 +163,12 @@ func runViewOf(r *Run, scenarios []*Scenario) (*runView, error) {
 	fact("Manifest", fmt.Sprintf("%s (sha256 %s)", run.Manifest.Path, run.Manifest.SHA256))
 	fact("Engine", fmt.Sprintf("%s (API %s, commit %s) at %s", e.Version, e.APIVersion, e.GitCommit, run.Endpoint))
 	fact("Host", fmt.Sprintf("kernel %s, %s, cgroup v%s/%s, storage %s", e.KernelVersion, e.OperatingSystem, e.CgroupVersion, e.CgroupDriver, e.StorageDriver))
+	if run.Posture != nil {
+		for _, l := range run.Posture.Lines() {
+			k, val, _ := strings.Cut(l, ": ")
+			fact(strings.ToUpper(k[:1])+k[1:], val)
+		}
+	}
 	fact("Image", fmt.Sprintf("%s (%s)", run.Image.ID, run.Image.Source))
 	if run.Harness != nil {
 		fact("Harness", run.Harness.String())

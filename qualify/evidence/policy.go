@@ -39,6 +39,9 @@ type Policy struct {
 	// oldest a report may be: the gate refuses one whose run ended longer
 	// ago than this before the gate ran. Zero (absent) sets no limit.
 	MaxReportAge time.Duration `yaml:"maxReportAge,omitempty"`
+	// Floors are the lowest accepted runtime component versions, each
+	// component at most once (Floor).
+	Floors []Floor `yaml:"floors,omitempty"`
 }
 
 // PolicyTrust is one trust entry of a policy file (TrustEntry once
@@ -157,11 +160,19 @@ func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
 			return fail("harness.catalogues[%d] (%s) is listed twice", i, c)
 		}
 	}
+	for i, f := range p.Floors {
+		if why := f.validate(); why != "" {
+			return fail("floors[%d]: %s", i, why)
+		}
+		if slices.ContainsFunc(p.Floors[:i], func(o Floor) bool { return o.Component == f.Component }) {
+			return fail("floors[%d]: component %q has a floor already; give its accepted builds in one entry", i, f.Component)
+		}
+	}
 	base := filepath.Dir(path)
 	sum := sha256.Sum256(data)
 	lp := &LoadedPolicy{Path: path, SHA256: hex.EncodeToString(sum[:]), Requirement: Requirement{Harness: HarnessRequirement{
 		Module: p.Harness.Module, Catalogues: p.Harness.Catalogues, CleanRevision: *p.Harness.CleanRevision},
-		MaxReportAge: p.MaxReportAge}}
+		MaxReportAge: p.MaxReportAge, Floors: p.Floors}}
 	known := profiles.Names()
 	seen := map[string]bool{}
 	for i, r := range p.Rows {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
@@ -102,6 +103,18 @@ func TestPolicyIsStrict(t *testing.T) {
 	}
 	assert.NilError(t, load(goodPolicy))
 	assert.NilError(t, load(goodPolicy+"maxReportAge: 720h\n"))
+	assert.NilError(t, load(goodPolicy+"floors:\n  - {component: runc, minimum: 1.2.8, builds: [1.1.5+ds1-1+deb12u1]}\n  - {component: containerd, minimum: 1.7.0}\n"))
+	for want, floors := range map[string]string{
+		`floors[0]: component "crun": want one of [runc containerd]`: "  - {component: crun, minimum: 1.0.0}\n",
+		`floors[0]: minimum "1.2": want an upstream release`:         "  - {component: runc, minimum: 1.2}\n",
+		`floors[0]: minimum "1.2.8+ds1": want an upstream release`:   "  - {component: runc, minimum: 1.2.8+ds1}\n",
+		"floors[0]: minimum is required":                             "  - {component: runc}\n",
+		`floors[0]: builds[1] "a" is listed twice`:                   "  - {component: runc, minimum: 1.2.8, builds: [a, a]}\n",
+		`floors[1]: component "runc" has a floor already`:            "  - {component: runc, minimum: 1.2.8}\n  - {component: runc, minimum: 1.3.3}\n",
+		"field ceiling not found":                                    "  - {component: runc, minimum: 1.2.8, ceiling: 2}\n",
+	} {
+		assert.Check(t, is.ErrorContains(load(goodPolicy+"floors:\n"+floors), want), floors)
+	}
 	abs := strings.Replace(goodPolicy, "[m.yaml]", "["+filepath.Join(dir, "m.yaml")+"]", 1)
 	assert.NilError(t, load(abs), "an absolute manifest path")
 	r := strings.NewReplacer

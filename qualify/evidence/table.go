@@ -69,6 +69,11 @@ func Table(w io.Writer, r *Run) error {
 	for _, l := range TupleOf(r).Lines() {
 		fmt.Fprintf(&buf, "%s\n", l)
 	}
+	if r.Posture != nil {
+		for _, l := range r.Posture.Lines() {
+			fmt.Fprintf(&buf, "%s\n", l)
+		}
+	}
 	if c := r.Campaign; c != nil {
 		fmt.Fprintf(&buf, "Campaign: %s\n", c)
 	}
@@ -103,6 +108,12 @@ func Markdown(r *Run) ([]byte, error) {
 	fmt.Fprintf(&buf, "- Engine: %s (API %s, commit %s) at `%s`\n", e.Version, e.APIVersion, e.GitCommit, r.Endpoint)
 	fmt.Fprintf(&buf, "- Host: kernel %s, %s, cgroup v%s/%s, storage %s\n", e.KernelVersion, e.OperatingSystem, e.CgroupVersion, e.CgroupDriver, e.StorageDriver)
 	fmt.Fprintf(&buf, "- containerd %s, runc %s\n", e.ContainerdCommit, e.RuncCommit)
+	if r.Posture != nil {
+		fmt.Fprintf(&buf, "- Posture (docs/qualification.md#posture):\n")
+		for _, l := range r.Posture.Lines() {
+			fmt.Fprintf(&buf, "  - %s\n", mdText(l))
+		}
+	}
 	fmt.Fprintf(&buf, "- Tuple: %s\n", TupleOf(r).Label())
 	fmt.Fprintf(&buf, "- Image: `%s` (%s)\n", r.Image.ID, r.Image.Source)
 	if r.Harness != nil {

@@ -1,0 +1,315 @@
+package evidence
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"golang.org/x/mod/semver"
+
+	"github.com/qualbox/qualbox/driver"
+)
+
+// Posture is the host's runtime security posture as a run's header
+// records it (docs/qualification.md#posture): the OCI runtime and
+// containerd versions the Engine reports, and the known advisories of the
+// qualify build that made the run those version numbers fall under. It
+// is derived from the header's Engine facts (PostureOf), which
+// verification recomputes (postureProblems); the gate judges the Engine
+// facts against its own advisory list and floors, not this record.
+type Posture struct {
+	// DefaultRuntime is /info DefaultRuntime ("runc"); "" in reports
+	// made before it was recorded.
+	DefaultRuntime string `json:"defaultRuntime"`
+	// Runtimes are /info Runtimes, "name=path" sorted by name.
+	Runtimes []string `json:"runtimes"`
+	// Components are runc's and containerd's versions, in that order.
+	Components []Component `json:"components"`
+	// Advisories are the entries of KnownAdvisories the components'
+	// upstream versions fall under.
+	Advisories []AdvisoryMatch `json:"advisories"`
+}
+
+// Component is one runtime component's version as the Engine reports it.
+type Component struct {
+	// Name is "runc" or "containerd".
+	Name string `json:"name"`
+	// Version is the /version component's Version ("1.1.5+ds1",
+	// "1.3.3"); "" when the Engine lists no such component.
+	Version string `json:"version"`
+	// Build is /info's RuncCommit or ContainerdCommit ID: a distribution
+	// package version ("1.1.5+ds1-1+deb12u1") or an upstream commit
+	// ("v1.3.3-0-gd842d771").
+	Build string `json:"build"`
+	// Upstream is the upstream release Version names, in semantic
+	// version form ("1.1.5", "1.4.0-rc.3"); "" when Version does not
+	// start with one.
+	Upstream string `json:"upstream"`
+	// Distribution is Version's text after the upstream release
+	// ("+ds1", "-0ubuntu3"): a distribution's build, which may carry
+	// fixes backported from later releases, so that an advisory matched
+	// by version number alone may not apply (its package changelog
+	// says).
+	Distribution string `json:"distribution,omitempty"`
+}
+
+// Advisory is a published vulnerability of a runtime component and the
+// releases that fix it.
+type Advisory struct {
+	ID        string
+	Component string
+	Summary   string
+	// Fixed are the first fixed release of each release line
+	// (major.minor) that has one, in semantic version form.
+	Fixed []string
+}
+
+// AdvisoryMatch is an advisory a recorded component version falls under.
+type AdvisoryMatch struct {
+	ID        string   `json:"id"`
+	Component string   `json:"component"`
+	Version   string   `json:"version"`
+	Summary   string   `json:"summary"`
+	Fixed     []string `json:"fixed"`
+	// Backports is set when the version is a distribution's build: the
+	// match is by version number and the build may carry the fix.
+	Backports bool `json:"backports,omitempty"`
+}
+
+// KnownAdvisories are the runtime advisories this qualify build knows of
+// (container escapes and host writes from a container; docs/qualification.md#posture).
+var KnownAdvisories = []Advisory{
+	{"CVE-2024-21626", "runc", "container breakout through a file descriptor leaked into the container (working directory in /proc/self/fd)", []string{"1.1.12"}},
+	{"CVE-2025-31133", "runc", "container escape through a maskedPaths bind mount of a /dev/null replaced by a symlink", []string{"1.2.8", "1.3.3", "1.4.0-rc.3"}},
+	{"CVE-2025-52565", "runc", "container escape through the /dev/console bind mount racing a symlink", []string{"1.2.8", "1.3.3", "1.4.0-rc.3"}},
+	{"CVE-2025-52881", "runc", "writes redirected to host procfs files, bypassing LSM labels (container escape, host denial of service)", []string{"1.2.8", "1.3.3", "1.4.0-rc.3"}},
+	{"CVE-2026-41579", "runc", "limited writes to the host filesystem from an image with a /dev symlink", []string{"1.3.6", "1.4.3"}},
+}
+
+// upstreamRE is an upstream release at the start of a component version:
+// "1.1.5", "v1.3.3", "1.4.0-rc.3" or "1.4.0-rc3".
+var upstreamRE = regexp.MustCompile(`^v?(\d+\.\d+\.\d+)(-rc\.?(\d+))?`)
+
+// ParseUpstream splits a component version into its upstream release in
+// semantic version form and the distribution's suffix after it; ok is
+// false when version does not start with a release.
+func ParseUpstream(version string) (upstream, distribution string, ok bool) {
+	m := upstreamRE.FindStringSubmatchIndex(version)
+	if m == nil {
+		return "", "", false
+	}
+	upstream = version[m[2]:m[3]]
+	if m[6] >= 0 {
+		upstream += "-rc." + version[m[6]:m[7]]
+	}
+	return upstream, version[m[1]:], true
+}
+
+// Affected reports whether the upstream release v (semantic version form,
+// no "v") falls under a: below the fix of its own release line where that
+// line has one, else below the highest fix (a line without its own fix
+// is taken as unfixed).
+func (a Advisory) Affected(v string) bool {
+	sv := "v" + v
+	if !semver.IsValid(sv) {
+		return false
+	}
+	highest := ""
+	for _, f := range a.Fixed {
+		fv := "v" + f
+		if semver.MajorMinor(fv) == semver.MajorMinor(sv) {
+			return semver.Compare(sv, fv) < 0
+		}
+		if highest == "" || semver.Compare(fv, highest) > 0 {
+			highest = fv
+		}
+	}
+	return highest != "" && semver.Compare(sv, highest) < 0
+}
+
+// PostureOf derives the posture from a run's Engine facts, matching the
+// components against advisories (KnownAdvisories when nil).
+func PostureOf(r *Run, advisories []Advisory) Posture {
+	return postureOf(r.Engine, advisories)
+}
+
+func postureOf(e driver.EngineFacts, advisories []Advisory) Posture {
+	if advisories == nil {
+		advisories = KnownAdvisories
+	}
+	p := Posture{DefaultRuntime: e.DefaultRuntime, Runtimes: slices.Clone(e.Runtimes)}
+	if p.Runtimes == nil {
+		p.Runtimes = []string{}
+	}
+	p.Advisories = []AdvisoryMatch{}
+	for _, c := range []Component{{Name: "runc", Build: e.RuncCommit}, {Name: "containerd", Build: e.ContainerdCommit}} {
+		for _, line := range e.Components {
+			if v, ok := strings.CutPrefix(line, c.Name+" "); ok {
+				c.Version = v
+				break
+			}
+		}
+		c.Upstream, c.Distribution, _ = ParseUpstream(c.Version)
+		p.Components = append(p.Components, c)
+		for _, a := range advisories {
+			if a.Component == c.Name && a.Affected(c.Upstream) {
+				p.Advisories = append(p.Advisories, AdvisoryMatch{ID: a.ID, Component: c.Name, Version: c.Version,
+					Summary: a.Summary, Fixed: slices.Clone(a.Fixed), Backports: c.Distribution != ""})
+			}
+		}
+	}
+	return p
+}
+
+// Component returns the named component; ok is false when absent.
+func (p Posture) Component(name string) (Component, bool) {
+	i := slices.IndexFunc(p.Components, func(c Component) bool { return c.Name == name })
+	if i < 0 {
+		return Component{}, false
+	}
+	return p.Components[i], true
+}
+
+// Lines renders the posture for report headers: the runtimes, each
+// component and each advisory matched.
+func (p Posture) Lines() []string {
+	rt := p.DefaultRuntime
+	if rt == "" {
+		rt = "(not recorded)"
+	}
+	out := []string{fmt.Sprintf("runtime: %s (of %s)", rt, strings.Join(p.Runtimes, ", "))}
+	for _, c := range p.Components {
+		up := c.Upstream
+		if up == "" {
+			up = "unknown"
+		}
+		s := fmt.Sprintf("%s: %s (upstream %s", c.Name, orNone(c.Version), up)
+		if c.Distribution != "" {
+			s += ", distribution build " + c.Build
+		}
+		out = append(out, s+")")
+	}
+	if len(p.Advisories) == 0 {
+		return append(out, "advisories: none known for these versions")
+	}
+	for _, a := range p.Advisories {
+		s := fmt.Sprintf("advisory: %s %s %s (fixed in %s): %s", a.ID, a.Component, a.Version, strings.Join(a.Fixed, ", "), a.Summary)
+		if a.Backports {
+			s += "; matched by version number, the distribution may have backported the fix"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none reported)"
+	}
+	return s
+}
+
+// postureProblems says where r's recorded posture contradicts its Engine
+// facts: its runtimes and components must be those the facts give, and
+// each advisory it lists must be one its own fixed releases make the
+// recorded version fall under (a reader sees the harness's list; the
+// gate uses its own). A header without a posture (made before it was
+// recorded) has none.
+func postureProblems(r *Run) []string {
+	if r.Posture == nil {
+		return nil
+	}
+	got := *r.Posture
+	var out []string
+	want := PostureOf(r, []Advisory{})
+	if !slices.Equal(got.Runtimes, want.Runtimes) || got.DefaultRuntime != want.DefaultRuntime {
+		out = append(out, fmt.Sprintf("posture runtimes %s of %q, but the Engine facts give %s of %q", got.DefaultRuntime, got.Runtimes, want.DefaultRuntime, want.Runtimes))
+	}
+	if !slices.Equal(got.Components, want.Components) {
+		out = append(out, fmt.Sprintf("posture components %+v, but the Engine facts give %+v", got.Components, want.Components))
+	}
+	for _, m := range got.Advisories {
+		c, ok := want.Component(m.Component)
+		a := Advisory{ID: m.ID, Component: m.Component, Fixed: m.Fixed}
+		if !ok || c.Version != m.Version || !a.Affected(c.Upstream) || m.Backports != (c.Distribution != "") {
+			out = append(out, fmt.Sprintf("posture advisory %s for %s %q does not follow from the Engine facts (fixed in %s)", m.ID, m.Component, m.Version, strings.Join(m.Fixed, ", ")))
+		}
+	}
+	return out
+}
+
+// Floor is a release gate's lowest accepted version of a runtime
+// component (docs/qualification.md#gate): a report whose Engine reports
+// the component below Minimum fails the gate unless its exact build is
+// one of Builds.
+type Floor struct {
+	// Component is "runc" or "containerd".
+	Component string `yaml:"component" json:"component"`
+	// Minimum is the lowest accepted upstream release, in semantic
+	// version form without "v" ("1.2.8", "1.4.0-rc.3").
+	Minimum string `yaml:"minimum" json:"minimum"`
+	// Builds are exact builds (/info RuncCommit or ContainerdCommit IDs,
+	// "1.1.5+ds1-1+deb12u1") accepted below Minimum: a distribution's
+	// package whose changelog the release manager read and found to carry
+	// the fixes the floor stands for.
+	Builds []string `yaml:"builds,omitempty" json:"builds,omitempty"`
+}
+
+// FloorComponents are the components a Floor can name.
+var FloorComponents = []string{"runc", "containerd"}
+
+// validate says what is wrong with f, "" when nothing.
+func (f Floor) validate() string {
+	switch {
+	case !slices.Contains(FloorComponents, f.Component):
+		return fmt.Sprintf("component %q: want one of %v", f.Component, FloorComponents)
+	case f.Minimum == "":
+		return "minimum is required (an upstream release, e.g. 1.2.8)"
+	}
+	up, dist, ok := ParseUpstream(f.Minimum)
+	if !ok || dist != "" || up != f.Minimum || !semver.IsValid("v"+up) {
+		return fmt.Sprintf("minimum %q: want an upstream release such as 1.2.8 or 1.4.0-rc.3", f.Minimum)
+	}
+	for i, b := range f.Builds {
+		switch {
+		case strings.TrimSpace(b) == "":
+			return fmt.Sprintf("builds[%d] is empty", i)
+		case slices.Contains(f.Builds[:i], b):
+			return fmt.Sprintf("builds[%d] %q is listed twice", i, b)
+		}
+	}
+	return ""
+}
+
+// FloorProblems judges r's Engine facts (not its recorded posture) by
+// floors: one line per floor the reported component falls below without
+// an accepted build, naming the advisories (of this build's
+// KnownAdvisories) the version falls under; nil when every floor holds.
+func FloorProblems(r *Run, floors []Floor) []string {
+	p := PostureOf(r, nil)
+	var out []string
+	for _, f := range floors {
+		c, _ := p.Component(f.Component)
+		if slices.Contains(f.Builds, c.Build) && c.Build != "" {
+			continue
+		}
+		switch {
+		case c.Upstream == "":
+			out = append(out, fmt.Sprintf("%s version %q (build %q) names no upstream release, so the policy's floor %s cannot be shown to hold", f.Component, c.Version, c.Build, f.Minimum))
+		case semver.Compare("v"+c.Upstream, "v"+f.Minimum) < 0:
+			s := fmt.Sprintf("%s %s (build %s) is below the policy's floor %s and is not one of its accepted builds", f.Component, c.Version, c.Build, f.Minimum)
+			var ids []string
+			for _, a := range p.Advisories {
+				if a.Component == f.Component {
+					ids = append(ids, a.ID)
+				}
+			}
+			if len(ids) > 0 {
+				s += "; by version number it falls under " + strings.Join(ids, ", ")
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}

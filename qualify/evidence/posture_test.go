@@ -1,0 +1,165 @@
+package evidence_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/qualify/evidence"
+)
+
+func TestParseUpstream(t *testing.T) {
+	for _, tc := range []struct{ in, up, dist string }{
+		{"1.1.5+ds1", "1.1.5", "+ds1"},
+		{"1.6.20~ds1", "1.6.20", "~ds1"},
+		{"v1.3.3", "1.3.3", ""},
+		{"1.4.0-rc.3", "1.4.0-rc.3", ""},
+		{"1.4.0-rc3", "1.4.0-rc.3", ""},
+		{"1.1.12-0ubuntu3", "1.1.12", "-0ubuntu3"},
+	} {
+		up, dist, ok := evidence.ParseUpstream(tc.in)
+		assert.Check(t, ok, tc.in)
+		assert.Check(t, is.Equal(up, tc.up), tc.in)
+		assert.Check(t, is.Equal(dist, tc.dist), tc.in)
+	}
+	for _, bad := range []string{"", "1.1", "main", "d6d73eb8c602"} {
+		_, _, ok := evidence.ParseUpstream(bad)
+		assert.Check(t, !ok, bad)
+	}
+}
+
+// A release line with its own fix is affected below it; a line without
+// one is affected below the highest fix; a release candidate is below
+// its release.
+func TestAdvisoryAffected(t *testing.T) {
+	a := evidence.Advisory{ID: "X", Component: "runc", Fixed: []string{"1.2.8", "1.3.3", "1.4.0-rc.3"}}
+	for v, want := range map[string]bool{
+		"1.1.5": true, "1.2.7": true, "1.2.8": false, "1.2.9": false, "1.3.2": true, "1.3.3": false,
+		"1.4.0-rc.2": true, "1.4.0-rc.3": false, "1.4.0": false, "1.5.0": false, "": false, "bogus": false,
+	} {
+		assert.Check(t, is.Equal(a.Affected(v), want), v)
+	}
+	b := evidence.Advisory{ID: "Y", Component: "runc", Fixed: []string{"1.3.6", "1.4.3"}}
+	for v, want := range map[string]bool{"1.2.8": true, "1.3.5": true, "1.3.6": false, "1.4.0-rc.3": true, "1.4.2": true, "1.4.3": false} {
+		assert.Check(t, is.Equal(b.Affected(v), want), v)
+	}
+}
+
+// laneAEngine gives the fixture lane A's Engine facts (Debian 12's
+// packages, as lane A's /version and /info report them).
+func laneAEngine(r *evidence.Run) {
+	r.Engine.Components = []string{"Engine 20.10.24+dfsg1", "containerd 1.6.20~ds1", "runc 1.1.5+ds1", "docker-init 0.19.0"}
+	r.Engine.RuncCommit, r.Engine.ContainerdCommit = "1.1.5+ds1-1+deb12u1", "1.6.20~ds1-1+deb12u3"
+	r.Engine.DefaultRuntime, r.Engine.Runtimes = "runc", []string{"io.containerd.runc.v2=io.containerd.runc.v2", "runc=runc"}
+}
+
+// Lane A's Debian runc falls under every runc advisory by version number
+// (its changelog backports only CVE-2024-21626), and the posture says the
+// build may carry backports; an upstream 1.4.3 falls under none.
+func TestPostureOfLaneA(t *testing.T) {
+	r := &evidence.Run{}
+	laneAEngine(r)
+	p := evidence.PostureOf(r, nil)
+	runc, ok := p.Component("runc")
+	assert.Assert(t, ok)
+	assert.Check(t, is.DeepEqual(runc, evidence.Component{Name: "runc", Version: "1.1.5+ds1", Build: "1.1.5+ds1-1+deb12u1", Upstream: "1.1.5", Distribution: "+ds1"}))
+	var ids []string
+	for _, a := range p.Advisories {
+		ids = append(ids, a.ID)
+		assert.Check(t, a.Backports, a.ID)
+	}
+	assert.Check(t, is.DeepEqual(ids, []string{"CVE-2024-21626", "CVE-2025-31133", "CVE-2025-52565", "CVE-2025-52881", "CVE-2026-41579"}))
+	lines := strings.Join(p.Lines(), "\n")
+	assert.Check(t, is.Contains(lines, "runtime: runc (of io.containerd.runc.v2=io.containerd.runc.v2, runc=runc)"))
+	assert.Check(t, is.Contains(lines, "runc: 1.1.5+ds1 (upstream 1.1.5, distribution build 1.1.5+ds1-1+deb12u1)"))
+	assert.Check(t, is.Contains(lines, "advisory: CVE-2025-31133 runc 1.1.5+ds1 (fixed in 1.2.8, 1.3.3, 1.4.0-rc.3)"))
+	assert.Check(t, is.Contains(lines, "the distribution may have backported the fix"))
+
+	r.Engine.Components = []string{"runc 1.4.3", "containerd v2.2.1"}
+	p = evidence.PostureOf(r, nil)
+	assert.Check(t, is.Len(p.Advisories, 0))
+	assert.Check(t, is.Contains(strings.Join(p.Lines(), "\n"), "advisories: none known for these versions"))
+}
+
+// Verification recomputes the recorded posture: a header whose posture
+// names another runc, drops a runtime, or lists an advisory that does not
+// follow from its own fixed releases is refused, even re-signed.
+func TestVerifyRefusesAPostureThatContradictsTheEngineFacts(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		edit       func(*evidence.Posture)
+	}{
+		{"other runc", "posture components", func(p *evidence.Posture) { p.Components[0].Version = "1.4.3" }},
+		{"runtime dropped", "posture runtimes", func(p *evidence.Posture) { p.Runtimes = p.Runtimes[:1] }},
+		{"advisory invented", "posture advisory CVE-2099-1 for runc", func(p *evidence.Posture) {
+			p.Advisories = append(p.Advisories, evidence.AdvisoryMatch{ID: "CVE-2099-1", Component: "runc", Version: "1.1.5+ds1", Fixed: []string{"1.0.0"}, Backports: true})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, keys := signedReport(t, func(r *evidence.Run) {
+				laneAEngine(r)
+				p := evidence.PostureOf(r, nil)
+				tc.edit(&p)
+				r.Posture = &p
+			})
+			_, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+	// The posture as derived verifies.
+	dir, keys := signedReport(t, func(r *evidence.Run) {
+		laneAEngine(r)
+		p := evidence.PostureOf(r, nil)
+		r.Posture = &p
+	})
+	s, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	assert.NilError(t, err)
+	summary, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	assert.NilError(t, err)
+	assert.Check(t, is.Contains(string(summary), "  - advisory: CVE-2024-21626 runc 1.1.5+ds1"))
+	assert.Check(t, s.Run.Posture != nil)
+}
+
+// A policy floor refuses lane A's runc by its Engine facts, whatever the
+// recorded posture says; naming the exact Debian build accepts it, and
+// an upstream release at the floor passes. A version that names no
+// release cannot be shown to hold.
+func TestGateRefusesARuntimeBelowTheFloor(t *testing.T) {
+	req := &evidence.Requirement{
+		Rows:    []evidence.Row{{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}, Scenarios: []string{"admission"}}},
+		Harness: harnessPin,
+		Floors:  []evidence.Floor{{Component: "runc", Minimum: "1.2.8"}},
+	}
+	gate := func(edit func(*evidence.Run)) []string {
+		a := passedReport(t, harnessV2, func(r *evidence.Run) {
+			laneAEngine(r)
+			edit(r)
+		})
+		reports := []*evidence.Signed{a}
+		return evidence.Gate(evidence.Merge(reports), reports, req)
+	}
+	v := gate(func(r *evidence.Run) {
+		// A recorded posture that leaves its advisories out (which
+		// verification cannot see: they are the harness's list) changes
+		// nothing.
+		p := evidence.PostureOf(r, nil)
+		p.Advisories = nil
+		r.Posture = &p
+	})
+	assert.Assert(t, is.Len(v, 1), "%v", v)
+	assert.Check(t, is.Contains(v[0], "runc 1.1.5+ds1 (build 1.1.5+ds1-1+deb12u1) is below the policy's floor 1.2.8 and is not one of its accepted builds"))
+	assert.Check(t, is.Contains(v[0], "falls under CVE-2024-21626, CVE-2025-31133"))
+
+	req.Floors[0].Builds = []string{"1.1.5+ds1-1+deb12u1"}
+	assert.Check(t, is.Len(gate(func(*evidence.Run) {}), 0))
+	req.Floors[0].Builds = nil
+	assert.Check(t, is.Len(gate(func(r *evidence.Run) { r.Engine.Components = []string{"runc 1.2.8"} }), 0))
+	v = gate(func(r *evidence.Run) { r.Engine.Components = []string{"Engine 20.10.24"} })
+	assert.Assert(t, is.Len(v, 1), "%v", v)
+	assert.Check(t, is.Contains(v[0], `runc version "" (build "1.1.5+ds1-1+deb12u1") names no upstream release`))
+}
