@@ -203,6 +203,37 @@ func (p Posture) Lines() []string {
 	return out
 }
 
+// Brief renders the posture in two lines for a run's stdout: the
+// runtimes, and the advisories matched by component (Lines has each).
+func (p Posture) Brief() []string {
+	rt := p.DefaultRuntime
+	if rt == "" {
+		rt = "(not recorded)"
+	}
+	out := []string{fmt.Sprintf("runtime: %s (of %s)", rt, strings.Join(p.Runtimes, ", "))}
+	var parts []string
+	for _, c := range p.Components {
+		var ids []string
+		for _, a := range p.Advisories {
+			if a.Component == c.Name {
+				ids = append(ids, a.ID)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%s %s: %s", c.Name, c.Version, strings.Join(ids, ", "))
+		if c.Distribution != "" {
+			s += " by version number (a distribution build: fixes may be backported)"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return append(out, "advisories: none known for these versions")
+	}
+	return append(out, "advisories: "+strings.Join(parts, "; "))
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "(none reported)"

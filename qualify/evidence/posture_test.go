@@ -79,11 +79,14 @@ func TestPostureOfLaneA(t *testing.T) {
 	assert.Check(t, is.Contains(lines, "runc: 1.1.5+ds1 (upstream 1.1.5, distribution build 1.1.5+ds1-1+deb12u1)"))
 	assert.Check(t, is.Contains(lines, "advisory: CVE-2025-31133 runc 1.1.5+ds1 (fixed in 1.2.8, 1.3.3, 1.4.0-rc.3)"))
 	assert.Check(t, is.Contains(lines, "the distribution may have backported the fix"))
+	assert.Check(t, is.DeepEqual(p.Brief(), []string{"runtime: runc (of io.containerd.runc.v2=io.containerd.runc.v2, runc=runc)",
+		"advisories: runc 1.1.5+ds1: CVE-2024-21626, CVE-2025-31133, CVE-2025-52565, CVE-2025-52881, CVE-2026-41579 by version number (a distribution build: fixes may be backported)"}))
 
 	r.Engine.Components = []string{"runc 1.4.3", "containerd v2.2.1"}
 	p = evidence.PostureOf(r, nil)
 	assert.Check(t, is.Len(p.Advisories, 0))
 	assert.Check(t, is.Contains(strings.Join(p.Lines(), "\n"), "advisories: none known for these versions"))
+	assert.Check(t, is.Equal(p.Brief()[1], "advisories: none known for these versions"))
 }
 
 // Verification recomputes the recorded posture: a header whose posture

@@ -70,7 +70,7 @@ func Table(w io.Writer, r *Run) error {
 		fmt.Fprintf(&buf, "%s\n", l)
 	}
 	if r.Posture != nil {
-		for _, l := range r.Posture.Lines() {
+		for _, l := range r.Posture.Brief() {
 			fmt.Fprintf(&buf, "%s\n", l)
 		}
 	}
