@@ -262,6 +262,63 @@ func TestNegativeIsolation(t *testing.T) {
 	})
 }
 
+func TestNegativeIsolationUserNamespace(t *testing.T) {
+	// The Engine runs the workload without Docker's default seccomp
+	// profile and reads back the options the driver asked for: the
+	// driver's readback passes, and an unprivileged user (every
+	// capability dropped, no_new_privs) can create a user namespace, which
+	// the kernel allows by itself here. Unconfined, the seccomp mode check
+	// fails too; under a filter that allows every system call the mode is
+	// still 2 (filter) and the user namespace check alone says what is
+	// wrong.
+	for _, tc := range []struct {
+		name, opt string
+		// modeFails: "Seccomp mode (2 = filter)" fails as well.
+		modeFails bool
+	}{
+		{"unconfined", "seccomp=unconfined", true},
+		{"allow-all filter", `seccomp={"defaultAction":"SCMP_ACT_ALLOW"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := runLie(t, lie{
+				scenario: "isolation",
+				rules: func(t *testing.T, _ *client.Client) []faultproxy.Rule {
+					return []faultproxy.Rule{
+						faultproxy.RewriteRequest(faultproxy.Request("POST", `/containers/create`), rewriteJSON(func(v map[string]any) {
+							h := hostConfig(v)
+							opts, _ := h["SecurityOpt"].([]any)
+							h["SecurityOpt"] = append(opts, tc.opt)
+						})),
+						faultproxy.RewriteReply(faultproxy.Request("GET", `/containers/[^/]+/json`), rewriteJSON(func(v map[string]any) {
+							h := hostConfig(v)
+							if h == nil {
+								return
+							}
+							opts, _ := h["SecurityOpt"].([]any)
+							kept := []any{}
+							for _, o := range opts {
+								if o != tc.opt {
+									kept = append(kept, o)
+								}
+							}
+							h["SecurityOpt"] = kept
+						})),
+					}
+				},
+				check: regexp.MustCompile(`^unprivileged user namespace refused$`),
+			})
+			for _, c := range ev.Checks {
+				switch c.Name {
+				case "unprivileged user namespace refused":
+					assert.Check(t, c.Got == "created", "got %q", c.Got)
+				case "Seccomp mode (2 = filter)":
+					assert.Check(t, c.OK != tc.modeFails, "%+v", c)
+				}
+			}
+		})
+	}
+}
+
 func TestNegativeLifecycle(t *testing.T) {
 	// The Engine misreports the process's exit code 7 as 3.
 	runLie(t, lie{

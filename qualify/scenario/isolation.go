@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/profiles"
@@ -24,7 +26,10 @@ var KeeperCmdline = []string{"/bin/sh", "-c", "while :; do sleep 3600; done"}
 // Isolation starts a sandbox, runs the guest probe's facts action as its
 // process and compares what the kernel reports with the requested policy,
 // field by field: identity, capabilities, no_new_privs, seccomp, mounts,
-// network interfaces, cgroup limits and the keeper PID 1.
+// network interfaces, cgroup limits and the keeper PID 1; and that the
+// workload cannot create a user namespace. The seccomp filters in force
+// and the host's user namespace sysctls, as the sandbox reads them, are
+// recorded as facts (observed["posture: ..."]), not judged.
 type Isolation struct{}
 
 // IsolationParams are the isolation scenario's manifest params.
@@ -78,6 +83,7 @@ func (s Isolation) Run(ctx context.Context, env *Env, params map[string]any, rec
 		return err
 	}
 	rec.Observe("facts", f)
+	observePosture(rec, f)
 	prof, err := profiles.Load(env.Profile)
 	if err != nil {
 		return err
@@ -162,6 +168,8 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	rec.Check("cpu quota/period", fmt.Sprintf("%g", pol.Resources.CPUs), gotCPUs,
 		quota != nil && period != nil && *quota == int64(math.Round(pol.Resources.CPUs*float64(*period))))
 	rec.Equal("PID 1 cmdline (keeper)", KeeperCmdline, f.PID1Cmdline)
+	rec.Check("unprivileged user namespace refused", "refused ("+strings.Join(usernsRefusals, ", ")+")",
+		usernsGot(f.UserNamespace), usernsRefused(f.UserNamespace))
 
 	// The driver reads back AppArmorProfile and HostConfig.CgroupnsMode from
 	// the Engine when it starts the sandbox (docs/contract.md#policy); these
@@ -180,6 +188,54 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	rec.Equal("effective temporaryStorage", pol.TemporaryStorage, eff.TemporaryStorage)
 	rec.Equal("effective network", pol.Network, eff.Network)
 	rec.Check("effective nonRoot, readOnlyRoot", "true true", fmt.Sprint(eff.NonRoot, eff.ReadOnlyRoot), eff.NonRoot && eff.ReadOnlyRoot)
+}
+
+// usernsRefusals are the errnos with which the kernel, an LSM or a
+// seccomp filter refuses a new user namespace: EPERM (Docker's default
+// seccomp profile without CAP_SYS_ADMIN, unprivileged_userns_clone 0, a
+// chrooted caller), EACCES (an LSM), ENOSPC and EUSERS (the
+// max_user_namespaces limit, before and since Linux 4.9). Any other
+// failure (EINVAL, a probe that could not exec itself) says nothing about
+// the sandbox's posture and fails the check.
+var usernsRefusals = []string{"EPERM", "EACCES", "ENOSPC", "EUSERS"}
+
+func usernsRefused(o *facts.Outcome) bool {
+	return o != nil && !o.OK && slices.Contains(usernsRefusals, o.Errno)
+}
+
+// usernsGot renders the attempt as the check's got: the errno of a
+// refusal, "created" when the kernel made the namespace.
+func usernsGot(o *facts.Outcome) string {
+	switch {
+	case o == nil:
+		return "not attempted (no userNamespace in the facts)"
+	case o.OK && o.Error != "":
+		return "created (" + o.Error + ")"
+	case o.OK:
+		return "created"
+	case o.Errno != "":
+		return o.Errno
+	}
+	return "failed without an errno: " + o.Error
+}
+
+// observePosture records, as facts of the sandbox and its host rather than
+// checks, the seccomp confinement as /proc/self/status shows it and the
+// host kernel's restrictions of unprivileged user namespaces as the
+// sandbox reads them: the host's sysctls are what they are, the check is
+// the namespace attempt itself.
+func observePosture(rec *Record, f facts.Facts) {
+	filters := any(f.Status.SeccompFilters)
+	if f.Status.SeccompFilters < 0 {
+		filters = "not reported (Linux before 5.9)"
+	}
+	rec.Observe("posture: seccomp", map[string]any{"mode": f.Status.Seccomp, "filters": filters})
+	sysctls := map[string]string{}
+	for _, s := range f.UsernsSysctls {
+		sysctls[s.Path] = s.String()
+	}
+	rec.Observe("posture: user namespace sysctls", sysctls)
+	rec.Observe("posture: unprivileged user namespace", usernsGot(f.UserNamespace))
 }
 
 // tmpfsSize is the size option as the kernel prints it for a tmpfs of n

@@ -122,3 +122,59 @@ func TestIsolationUnameMachine(t *testing.T) {
 		assert.Equal(t, c.OK, tc.ok, "%s with %q: %+v", tc.profile, tc.machine, c)
 	}
 }
+
+// The workload must be refused a user namespace with an errno that means
+// a refusal; a creation fails the check, and so does an attempt that said
+// nothing (no attempt recorded, EINVAL from a multi-threaded unshare, a
+// probe that could not exec itself).
+func TestIsolationUserNamespaceRefused(t *testing.T) {
+	const name = "unprivileged user namespace refused"
+	for _, tc := range []struct {
+		o   *facts.Outcome
+		got string
+		ok  bool
+	}{
+		{&facts.Outcome{Errno: "EPERM", Error: "fork/exec /usr/local/bin/qualbox-probe: operation not permitted"}, "EPERM", true},
+		{&facts.Outcome{Errno: "ENOSPC"}, "ENOSPC", true},
+		{&facts.Outcome{Errno: "EACCES"}, "EACCES", true},
+		{&facts.Outcome{Errno: "EUSERS"}, "EUSERS", true},
+		{&facts.Outcome{OK: true}, "created", false},
+		{&facts.Outcome{OK: true, Error: "child in the new user namespace: exit status 2"}, "created (child in the new user namespace: exit status 2)", false},
+		{&facts.Outcome{Errno: "EINVAL"}, "EINVAL", false},
+		{&facts.Outcome{Errno: "ENOENT"}, "ENOENT", false},
+		{&facts.Outcome{Error: "no errno"}, "failed without an errno: no errno", false},
+		{nil, "not attempted (no userNamespace in the facts)", false},
+	} {
+		c := checkNamed(t, "linux-x64-cgroupv1", facts.Facts{UserNamespace: tc.o}, name)
+		assert.Equal(t, c.OK, tc.ok, "%+v: %+v", tc.o, c)
+		assert.Equal(t, c.Got, tc.got)
+		assert.Equal(t, c.Want, "refused (EPERM, EACCES, ENOSPC, EUSERS)")
+	}
+}
+
+// The seccomp filters and the host's user namespace sysctls are recorded
+// as observations, never as checks: the sysctls are facts of the host.
+func TestIsolationPostureObserved(t *testing.T) {
+	f := facts.Facts{
+		Status: facts.Status{Seccomp: 2, SeccompFilters: 1},
+		UsernsSysctls: []facts.Sysctl{
+			{Path: "/proc/sys/kernel/apparmor_restrict_unprivileged_userns", Read: facts.Outcome{Errno: "ENOENT"}},
+			{Path: "/proc/sys/user/max_user_namespaces", Value: "96369", Read: facts.Outcome{OK: true}},
+		},
+		UserNamespace: &facts.Outcome{Errno: "EPERM"},
+	}
+	rec := NewRecord()
+	observePosture(rec, f)
+	snap := rec.Snapshot()
+	assert.Equal(t, len(snap.Checks), 0)
+	assert.DeepEqual(t, snap.Observed["posture: seccomp"], map[string]any{"mode": 2, "filters": 1})
+	assert.DeepEqual(t, snap.Observed["posture: user namespace sysctls"], map[string]string{
+		"/proc/sys/kernel/apparmor_restrict_unprivileged_userns": "absent (ENOENT)",
+		"/proc/sys/user/max_user_namespaces":                     "96369",
+	})
+	assert.Equal(t, snap.Observed["posture: unprivileged user namespace"], "EPERM")
+
+	f.Status.SeccompFilters = -1
+	observePosture(rec, f)
+	assert.DeepEqual(t, rec.Snapshot().Observed["posture: seccomp"], map[string]any{"mode": 2, "filters": "not reported (Linux before 5.9)"})
+}

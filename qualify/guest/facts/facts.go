@@ -53,8 +53,60 @@ type Facts struct {
 	// RootWrite is the outcome of creating a file directly under "/";
 	// a read-only root reports OK false and Errno "EROFS".
 	RootWrite Outcome `json:"rootWrite"`
+	// UsernsSysctls are the host kernel's restrictions of unprivileged
+	// user namespaces as the sandbox reads them, one per [UsernsSysctls]
+	// path in that order; a sysctl this kernel does not have (no AppArmor,
+	// no Debian or Ubuntu patch) is there with Read.Errno "ENOENT". Absent
+	// from facts printed before it existed.
+	UsernsSysctls []Sysctl `json:"usernsSysctls,omitempty"`
+	// UserNamespace is the outcome of starting a child process in a new
+	// user namespace (clone(2) with CLONE_NEWUSER, no capability asked
+	// for): OK when the kernel created one, else the errno that refused it
+	// ("EPERM" from Docker's default seccomp profile without
+	// CAP_SYS_ADMIN). When the namespace was created but the child then
+	// failed, OK is true and Error says how. Nil in facts printed before
+	// it existed.
+	UserNamespace *Outcome `json:"userNamespace,omitempty"`
 	// Errors lists facts that could not be gathered, "<what>: <error>".
 	Errors []string `json:"errors,omitempty"`
+}
+
+// UsernsSysctls are the sysctls that restrict the creation of user
+// namespaces by an unprivileged process: AppArmor's (Ubuntu 23.10 and
+// later; 1 confines a new namespace to the unprivileged_userns profile),
+// the Debian and Ubuntu kernels' unprivileged_userns_clone (0 refuses
+// one without CAP_SYS_ADMIN), and the upstream limit of user namespaces
+// per user (0 refuses every one).
+var UsernsSysctls = []string{
+	"/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+	"/proc/sys/kernel/unprivileged_userns_clone",
+	"/proc/sys/user/max_user_namespaces",
+}
+
+// Sysctl is one file under /proc/sys as a process read it.
+type Sysctl struct {
+	// Path is the file, for example "/proc/sys/user/max_user_namespaces".
+	Path string `json:"path"`
+	// Value is the file's content less surrounding white space; empty when
+	// it could not be read.
+	Value string `json:"value,omitempty"`
+	// Read is the outcome of reading it: OK, or why not (Errno "ENOENT":
+	// this kernel has no such sysctl; "EACCES": not readable here).
+	Read Outcome `json:"read"`
+}
+
+// String renders s as its value, or "absent (ENOENT)" / "unreadable
+// (EACCES)" / "unreadable (<error>)".
+func (s Sysctl) String() string {
+	switch {
+	case s.Read.OK:
+		return s.Value
+	case s.Read.Errno == "ENOENT":
+		return "absent (ENOENT)"
+	case s.Read.Errno != "":
+		return "unreadable (" + s.Read.Errno + ")"
+	}
+	return "unreadable (" + s.Read.Error + ")"
 }
 
 // Identity is the process's identity as the kernel reports it.

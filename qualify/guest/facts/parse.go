@@ -9,6 +9,9 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ParseStatus extracts Status from /proc/<pid>/status content. It returns an
@@ -323,4 +326,34 @@ func AtCgroupNamespaceRoot(procSelfCgroup string) bool {
 		}
 	}
 	return len(lines) > 0 && lines[0] != ""
+}
+
+// OutcomeOf describes err with its symbolic errno ("EROFS", "ENOSPC", ...)
+// when it carries one; an fs.ErrNotExist without one is "ENOENT".
+func OutcomeOf(err error) Outcome {
+	if err == nil {
+		return Outcome{OK: true}
+	}
+	o := Outcome{Error: err.Error()}
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno):
+		o.Errno = unix.ErrnoName(errno)
+	case errors.Is(err, fs.ErrNotExist):
+		o.Errno = "ENOENT"
+	}
+	return o
+}
+
+// ReadSysctl reads the sysctl file name (an absolute /proc/sys path) from
+// fsys, the root filesystem (os.DirFS("/") in the probe): its trimmed
+// value, or why it could not be read.
+func ReadSysctl(fsys fs.FS, name string) Sysctl {
+	s := Sysctl{Path: name}
+	data, err := fs.ReadFile(fsys, strings.TrimPrefix(name, "/"))
+	s.Read = OutcomeOf(err)
+	if err == nil {
+		s.Value = strings.TrimSpace(string(data))
+	}
+	return s
 }

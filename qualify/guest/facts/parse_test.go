@@ -1,7 +1,10 @@
 package facts
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"syscall"
 	"testing"
 	"testing/fstest"
 
@@ -204,4 +207,63 @@ func TestAtCgroupNamespaceRoot(t *testing.T) {
 			t.Errorf("AtCgroupNamespaceRoot(%q) = %v, want %v", in, got, want)
 		}
 	}
+}
+
+// A sysctl reads as its trimmed value; one the kernel does not have is
+// recorded as absent with ENOENT, whether the error carries the errno
+// (os.DirFS) or only fs.ErrNotExist (another fs.FS), and any other
+// failure keeps its errno.
+func TestReadSysctl(t *testing.T) {
+	fsys := fstest.MapFS{
+		"proc/sys/user/max_user_namespaces":         {Data: []byte("96369\n")},
+		"proc/sys/kernel/unprivileged_userns_clone": {Data: []byte(" 0 \n")},
+	}
+	s := ReadSysctl(fsys, "/proc/sys/user/max_user_namespaces")
+	assert.DeepEqual(t, s, Sysctl{Path: "/proc/sys/user/max_user_namespaces", Value: "96369", Read: Outcome{OK: true}})
+	assert.Equal(t, s.String(), "96369")
+	assert.Equal(t, ReadSysctl(fsys, "/proc/sys/kernel/unprivileged_userns_clone").String(), "0")
+
+	absent := ReadSysctl(fsys, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+	assert.Equal(t, absent.Path, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+	assert.Check(t, !absent.Read.OK && absent.Value == "")
+	assert.Equal(t, absent.Read.Errno, "ENOENT")
+	assert.Equal(t, absent.String(), "absent (ENOENT)")
+
+	dir := t.TempDir()
+	onDisk := ReadSysctl(os.DirFS(dir), "/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+	assert.Equal(t, onDisk.Read.Errno, "ENOENT")
+
+	assert.Equal(t, Sysctl{Read: OutcomeOf(&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES})}.String(), "unreadable (EACCES)")
+	assert.Equal(t, Sysctl{Read: OutcomeOf(errors.New("short read"))}.String(), "unreadable (short read)")
+}
+
+// OutcomeOf names the errno an error wraps, as exec reports a refused
+// clone(2).
+func TestOutcomeOf(t *testing.T) {
+	assert.DeepEqual(t, OutcomeOf(nil), Outcome{OK: true})
+	err := &fs.PathError{Op: "fork/exec", Path: "/usr/local/bin/qualbox-probe", Err: syscall.EPERM}
+	assert.DeepEqual(t, OutcomeOf(err), Outcome{Errno: "EPERM", Error: err.Error()})
+	assert.DeepEqual(t, OutcomeOf(errors.New("no errno")), Outcome{Error: "no errno"})
+}
+
+// The posture fields decode from the probe's output, and facts printed
+// before they existed still decode, without them.
+func TestDecodePosture(t *testing.T) {
+	f, err := Decode([]byte(`{"schema":"qualbox.probe.facts.v1","usernsSysctls":[` +
+		`{"path":"/proc/sys/kernel/apparmor_restrict_unprivileged_userns","read":{"ok":false,"errno":"ENOENT","error":"open x: no such file or directory"}},` +
+		`{"path":"/proc/sys/user/max_user_namespaces","value":"96369","read":{"ok":true}}],` +
+		`"userNamespace":{"ok":false,"errno":"EPERM","error":"fork/exec /usr/local/bin/qualbox-probe: operation not permitted"}}`))
+	assert.NilError(t, err)
+	assert.Equal(t, len(f.UsernsSysctls), 2)
+	assert.Equal(t, f.UsernsSysctls[0].String(), "absent (ENOENT)")
+	assert.Equal(t, f.UsernsSysctls[1].String(), "96369")
+	assert.Assert(t, f.UserNamespace != nil)
+	assert.Equal(t, f.UserNamespace.Errno, "EPERM")
+
+	old, err := Decode(read(t, recorded+"facts.json"))
+	assert.NilError(t, err)
+	assert.Check(t, old.UserNamespace == nil && old.UsernsSysctls == nil)
+
+	_, err = Decode([]byte(`{"userNamespace":{"OK":true}}`))
+	assert.ErrorContains(t, err, `unknown key "userNamespace.OK"`)
 }

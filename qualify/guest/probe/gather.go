@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/qualbox/qualbox/qualify/guest/facts"
 	"golang.org/x/sys/unix"
@@ -91,6 +94,13 @@ func gather() facts.Facts {
 		f.Machine = unix.ByteSliceToString(u.Machine[:])
 	}
 
+	root := os.DirFS("/")
+	for _, p := range facts.UsernsSysctls {
+		f.UsernsSysctls = append(f.UsernsSysctls, facts.ReadSysctl(root, p))
+	}
+	userns := tryUserNamespace()
+	f.UserNamespace = &userns
+
 	// O_EXCL: never touch an existing file even if the root is writable.
 	const probe = "/.qualbox-probe-write-test"
 	if w, err := os.OpenFile(probe, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
@@ -121,15 +131,32 @@ func readAppArmor() (string, error) {
 	return "", nil
 }
 
-// outcome describes err with its symbolic errno ("EROFS", "ENOSPC", ...).
-func outcome(err error) facts.Outcome {
-	if err == nil {
-		return facts.Outcome{OK: true}
+// tryUserNamespace starts the probe itself again as a child in a new user
+// namespace (clone(2) with CLONE_NEWUSER, no uid or gid mapping asked
+// for), running `sleep 0`, and reports whether the kernel let it. A
+// forked child and not unshare(2) here: unshare(CLONE_NEWUSER) refuses
+// any multi-threaded caller with EINVAL, which every Go process is, and
+// that would read as a refusal whatever the seccomp profile says.
+func tryUserNamespace() facts.Outcome {
+	self, err := os.Executable()
+	if err != nil {
+		return outcome(err)
 	}
-	o := facts.Outcome{Error: err.Error()}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		o.Errno = unix.ErrnoName(errno)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, "sleep", "0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	if err := cmd.Start(); err != nil {
+		// The clone failed: err wraps its errno.
+		return outcome(err)
 	}
-	return o
+	if err := cmd.Wait(); err != nil {
+		// The namespace was created; the child then failed. Still a
+		// creation, but say so rather than report a clean OK.
+		return facts.Outcome{OK: true, Error: "child in the new user namespace: " + err.Error()}
+	}
+	return facts.Outcome{OK: true}
 }
+
+// outcome describes err with its symbolic errno ("EROFS", "ENOSPC", ...).
+func outcome(err error) facts.Outcome { return facts.OutcomeOf(err) }
