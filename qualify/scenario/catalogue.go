@@ -31,8 +31,14 @@ import (
 // version 8 has network-isolation look for an Engine API reachable from
 // the outbound sandbox (failing if one answers) and record whether the
 // cloud metadata address answers, and tmpfs-bounds judge its series by
-// the memory usage's level rather than its rise.
-const CatalogueVersion = 8
+// the memory usage's level rather than its rise; version 9 has
+// network-isolation probe every host address and the default bridge's
+// gateway over HTTP and TLS one at a time and require the network's
+// gateway, tmpfs-bounds judge its series' rise less the per-CPU charge
+// batches, and isolation check that the sandbox cannot create a user
+// namespace and record its seccomp filters and the host's user namespace
+// sysctls.
+const CatalogueVersion = 9
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.
