@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"golang.org/x/mod/semver"
 
@@ -84,7 +86,7 @@ var KnownAdvisories = []Advisory{
 	{"CVE-2025-31133", "runc", "container escape through a maskedPaths bind mount of a /dev/null replaced by a symlink", []string{"1.2.8", "1.3.3", "1.4.0-rc.3"}},
 	{"CVE-2025-52565", "runc", "container escape through the /dev/console bind mount racing a symlink", []string{"1.2.8", "1.3.3", "1.4.0-rc.3"}},
 	{"CVE-2025-52881", "runc", "writes redirected to host procfs files, bypassing LSM labels (container escape, host denial of service)", []string{"1.2.8", "1.3.3", "1.4.0-rc.3"}},
-	{"CVE-2026-41579", "runc", "limited writes to the host filesystem from an image with a /dev symlink", []string{"1.3.6", "1.4.3"}},
+	{"CVE-2026-41579", "runc", "limited writes to the host filesystem from an image with a /dev symlink", []string{"1.3.6", "1.4.3", "1.5.0-rc.3"}},
 }
 
 // upstreamRE is an upstream release at the start of a component version:
@@ -103,17 +105,29 @@ func ParseUpstream(version string) (upstream, distribution string, ok bool) {
 	if m[6] >= 0 {
 		upstream += "-rc." + version[m[6]:m[7]]
 	}
-	return upstream, version[m[1]:], true
+	rest := version[m[1]:]
+	// A suffix that may be a pre-release (Debian's "~rc1", "-beta",
+	// "-dev"), a fourth number or free text does not name the release:
+	// the version is unparsed, so a floor fails closed on it.
+	if strings.ContainsFunc(rest, unicode.IsSpace) || strings.HasPrefix(rest, ".") ||
+		(strings.HasPrefix(rest, "~") && !strings.HasPrefix(rest, "~ds")) ||
+		(strings.HasPrefix(rest, "-") && (len(rest) < 2 || !unicode.IsDigit(rune(rest[1])))) {
+		return "", "", false
+	}
+	return upstream, rest, true
 }
 
 // Affected reports whether the upstream release v (semantic version form,
 // no "v") falls under a: below the fix of its own release line where that
-// line has one, else below the highest fix (a line without its own fix
-// is taken as unfixed).
+// line has one, else below the highest fix (a line below it without its
+// own fix is taken as unfixed); every release when nothing is fixed yet.
 func (a Advisory) Affected(v string) bool {
 	sv := "v" + v
 	if !semver.IsValid(sv) {
 		return false
+	}
+	if len(a.Fixed) == 0 {
+		return true // no fixed release yet
 	}
 	highest := ""
 	for _, f := range a.Fixed {
@@ -314,32 +328,61 @@ func (f Floor) validate() string {
 }
 
 // FloorProblems judges r's Engine facts (not its recorded posture) by
-// floors: one line per floor the reported component falls below without
-// an accepted build, naming the advisories (of this build's
-// KnownAdvisories) the version falls under; nil when every floor holds.
+// floors: one line per floor that fails, nil when every floor holds. A
+// floor fails when the component's version is below its minimum or falls
+// under one of this build's KnownAdvisories (fixes come per release line,
+// so a later line can lack a fix an earlier one has), unless its build is
+// one the floor accepts and names the same upstream release; it also
+// fails, accepted build or not, when the Engine lists the component
+// twice, when version and build name different releases, when the
+// version names no release, and (for runc) when the default runtime is
+// another one, so that runc's version is not the runtime's.
 func FloorProblems(r *Run, floors []Floor) []string {
 	p := PostureOf(r, nil)
 	var out []string
 	for _, f := range floors {
 		c, _ := p.Component(f.Component)
-		if slices.Contains(f.Builds, c.Build) && c.Build != "" {
-			continue
+		n := 0
+		for _, line := range r.Engine.Components {
+			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), f.Component+" ") {
+				n++
+			}
+		}
+		buildUp, _, buildOK := ParseUpstream(c.Build)
+		fail := func(format string, args ...any) {
+			out = append(out, fmt.Sprintf("%s %s (build %s): ", f.Component, strconv.Quote(c.Version), strconv.Quote(c.Build))+fmt.Sprintf(format, args...))
 		}
 		switch {
+		case n > 1:
+			fail("the Engine lists %s %d times, so the policy's floor %s cannot be shown to hold", f.Component, n, f.Minimum)
+			continue
 		case c.Upstream == "":
-			out = append(out, fmt.Sprintf("%s version %q (build %q) names no upstream release, so the policy's floor %s cannot be shown to hold", f.Component, c.Version, c.Build, f.Minimum))
-		case semver.Compare("v"+c.Upstream, "v"+f.Minimum) < 0:
-			s := fmt.Sprintf("%s %s (build %s) is below the policy's floor %s and is not one of its accepted builds", f.Component, c.Version, c.Build, f.Minimum)
-			var ids []string
-			for _, a := range p.Advisories {
-				if a.Component == f.Component {
-					ids = append(ids, a.ID)
-				}
+			fail("the version names no upstream release, so the policy's floor %s cannot be shown to hold", f.Minimum)
+			continue
+		case buildOK && buildUp != c.Upstream:
+			fail("the version names %s and the build %s, so the policy's floor %s cannot be shown to hold", c.Upstream, buildUp, f.Minimum)
+			continue
+		case f.Component == "runc" && p.DefaultRuntime != "" && p.DefaultRuntime != "runc":
+			fail("the default runtime is %q, not runc, so the policy's runc floor %s says nothing of the runtime in use", p.DefaultRuntime, f.Minimum)
+			continue
+		}
+		if slices.Contains(f.Builds, c.Build) && buildOK {
+			continue
+		}
+		var ids []string
+		for _, a := range p.Advisories {
+			if a.Component == f.Component {
+				ids = append(ids, a.ID)
 			}
-			if len(ids) > 0 {
-				s += "; by version number it falls under " + strings.Join(ids, ", ")
-			}
-			out = append(out, s)
+		}
+		below := semver.Compare("v"+c.Upstream, "v"+f.Minimum) < 0
+		switch {
+		case below && len(ids) > 0:
+			fail("below the policy's floor %s and not one of its accepted builds; by version number it falls under %s", f.Minimum, strings.Join(ids, ", "))
+		case below:
+			fail("below the policy's floor %s and not one of its accepted builds", f.Minimum)
+		case len(ids) > 0:
+			fail("at or above the policy's floor %s, but by version number it falls under %s and is not one of its accepted builds", f.Minimum, strings.Join(ids, ", "))
 		}
 	}
 	return out

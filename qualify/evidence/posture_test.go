@@ -27,7 +27,7 @@ func TestParseUpstream(t *testing.T) {
 		assert.Check(t, is.Equal(up, tc.up), tc.in)
 		assert.Check(t, is.Equal(dist, tc.dist), tc.in)
 	}
-	for _, bad := range []string{"", "1.1", "main", "d6d73eb8c602"} {
+	for _, bad := range []string{"", "1.1", "main", "d6d73eb8c602", "1.2.8~rc1", "1.4.0~rc2+ds1", "1.2.8-beta", "1.2.8-dev", "1.2.8.1", "1.2.8 (actually 1.1.5)"} {
 		_, _, ok := evidence.ParseUpstream(bad)
 		assert.Check(t, !ok, bad)
 	}
@@ -44,8 +44,9 @@ func TestAdvisoryAffected(t *testing.T) {
 	} {
 		assert.Check(t, is.Equal(a.Affected(v), want), v)
 	}
-	b := evidence.Advisory{ID: "Y", Component: "runc", Fixed: []string{"1.3.6", "1.4.3"}}
-	for v, want := range map[string]bool{"1.2.8": true, "1.3.5": true, "1.3.6": false, "1.4.0-rc.3": true, "1.4.2": true, "1.4.3": false} {
+	assert.Check(t, evidence.Advisory{ID: "Z", Component: "runc"}.Affected("9.9.9"), "nothing fixed yet")
+	b := evidence.Advisory{ID: "Y", Component: "runc", Fixed: []string{"1.3.6", "1.4.3", "1.5.0-rc.3"}}
+	for v, want := range map[string]bool{"1.2.8": true, "1.3.5": true, "1.3.6": false, "1.4.0-rc.3": true, "1.4.2": true, "1.4.3": false, "1.5.0-rc.2": true, "1.5.0": false} {
 		assert.Check(t, is.Equal(b.Affected(v), want), v)
 	}
 }
@@ -155,14 +156,39 @@ func TestGateRefusesARuntimeBelowTheFloor(t *testing.T) {
 		r.Posture = &p
 	})
 	assert.Assert(t, is.Len(v, 1), "%v", v)
-	assert.Check(t, is.Contains(v[0], "runc 1.1.5+ds1 (build 1.1.5+ds1-1+deb12u1) is below the policy's floor 1.2.8 and is not one of its accepted builds"))
+	assert.Check(t, is.Contains(v[0], `runc "1.1.5+ds1" (build "1.1.5+ds1-1+deb12u1"): below the policy's floor 1.2.8 and not one of its accepted builds`))
 	assert.Check(t, is.Contains(v[0], "falls under CVE-2024-21626, CVE-2025-31133"))
 
 	req.Floors[0].Builds = []string{"1.1.5+ds1-1+deb12u1"}
 	assert.Check(t, is.Len(gate(func(*evidence.Run) {}), 0))
 	req.Floors[0].Builds = nil
-	assert.Check(t, is.Len(gate(func(r *evidence.Run) { r.Engine.Components = []string{"runc 1.2.8"} }), 0))
-	v = gate(func(r *evidence.Run) { r.Engine.Components = []string{"Engine 20.10.24"} })
+	upstream := func(version string) func(*evidence.Run) {
+		return func(r *evidence.Run) {
+			r.Engine.Components, r.Engine.RuncCommit = []string{"runc " + version}, "v"+version+"-0-g0123456"
+		}
+	}
+	assert.Check(t, is.Len(gate(upstream("1.4.3")), 0))
+	// Fixes come per release line: 1.3.1 is above the floor and still
+	// carries the November 2025 escapes, which the floor refuses.
+	v = gate(upstream("1.3.1"))
 	assert.Assert(t, is.Len(v, 1), "%v", v)
-	assert.Check(t, is.Contains(v[0], `runc version "" (build "1.1.5+ds1-1+deb12u1") names no upstream release`))
+	assert.Check(t, is.Contains(v[0], "at or above the policy's floor 1.2.8, but by version number it falls under CVE-2025-31133"))
+	for name, tc := range map[string]struct {
+		edit func(*evidence.Run)
+		want string
+	}{
+		"no version":      {func(r *evidence.Run) { r.Engine.Components = []string{"Engine 20.10.24"} }, "the version names no upstream release"},
+		"pre-release":     {func(r *evidence.Run) { r.Engine.Components = []string{"runc 1.4.3~rc1"} }, "the version names no upstream release"},
+		"listed twice":    {func(r *evidence.Run) { r.Engine.Components = []string{"runc 1.4.3", "runc 1.1.5+ds1"} }, "the Engine lists runc 2 times"},
+		"build disagrees": {func(r *evidence.Run) { r.Engine.Components = []string{"runc 1.4.3"} }, "the version names 1.4.3 and the build 1.1.5"},
+		"other runtime":   {func(r *evidence.Run) { upstream("1.4.3")(r); r.Engine.DefaultRuntime = "crun" }, `the default runtime is "crun", not runc`},
+	} {
+		// An accepted build does not excuse any of these.
+		req.Floors[0].Builds = []string{"1.1.5+ds1-1+deb12u1", "v1.4.3-0-g0123456"}
+		v = gate(tc.edit)
+		assert.Check(t, is.Len(v, 1), "%s: %v", name, v)
+		if len(v) == 1 {
+			assert.Check(t, is.Contains(v[0], tc.want), name)
+		}
+	}
 }
