@@ -305,7 +305,7 @@ func TestMergeWritesAnHTMLPage(t *testing.T) {
 	stderr.Reset()
 	code = run(context.Background(), append([]string{"merge", "--policy", "reports/gate-policy.yaml", "--html", out}, gateDirs(t)...), &stdout, &stderr)
 	assert.Equal(t, code, exitcode.Internal)
-	assert.Check(t, is.Contains(stderr.String(), "qualify merge: --html: open "+out+": file exists"))
+	assert.Check(t, is.Contains(stderr.String(), "qualify merge: --html: "+out+" exists: refusing to overwrite it"))
 	again, err := os.ReadFile(out)
 	assert.NilError(t, err)
 	assert.Check(t, string(again) == html, "an existing page was changed")

@@ -521,24 +521,12 @@ func cliGate(require, rows, manifests []string) (*evidence.Requirement, error) {
 }
 
 // writeHTML writes the gate's HTML page (evidence.GateHTML) to path,
-// refusing to overwrite a file; a failed write removes what it created.
+// refusing to overwrite a file; path holds the whole page or nothing
+// (writeNewFile).
 func writeHTML(path string, g *evidence.GateResult, reports []*evidence.Signed) error {
 	page, err := evidence.GateHTML(g, reports)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(page); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return err
-	}
-	return nil
+	return writeNewFile(path, page, 0o644)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -74,13 +73,8 @@ func (v *vsaFlags) write(ctx context.Context, policyPath, policySHA256 string, g
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(v.out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	if err := writeNewFile(v.out, env, 0o644); err != nil {
 		return fmt.Errorf("--vsa: %w", err)
 	}
-	if _, err := f.Write(env); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
