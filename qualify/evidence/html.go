@@ -129,6 +129,9 @@ type runView struct {
 
 type scenarioRow struct {
 	Anchor, Index, Name, Verdict, Class, Checks, Duration, Detail string
+	// Linked is set when the scenario has a section to link to (one
+	// listed as not run has none).
+	Linked bool
 }
 
 type scenarioSection struct {
@@ -194,6 +197,7 @@ func runViewOf(r *Run, scenarios []*Scenario) (*runView, error) {
 		if file == nil {
 			continue
 		}
+		v.Rows[len(v.Rows)-1].Linked = true
 		sec := scenarioSection{Anchor: anchor, Title: fmt.Sprintf("%d. %s", s.Index, s.Name),
 			Verdict: file.Verdict.String(), Class: kindClass(file.Verdict.Kind), Failure: file.Failure,
 			Checks: file.Checks, CleanupErrors: file.CleanupErrors}

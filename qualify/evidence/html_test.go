@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -173,3 +174,20 @@ func TestRunHTMLIsDeterministic(t *testing.T) {
 	i1, i2, i3 := strings.Index(string(first), "memory of qb-1"), strings.Index(string(first), "memory of qb-2"), strings.Index(string(first), "memory of qb-3")
 	assert.Check(t, i1 > 0 && i1 < i2 && i2 < i3, "plots in sandbox order")
 }
+
+// A scenario listed as not run has no section, so its row names it
+// without a link that would lead nowhere; a run one links its section.
+func TestRunHTMLLinksOnlyScenariosWithASection(t *testing.T) {
+	run, failed := fixedRun()
+	run.Tuple = evidence.TupleOf(run)
+	scenarios := scenarioFiles(run, failed)
+	assert.Assert(t, len(run.Scenarios) >= 2)
+	page, err := evidence.RunHTML(run, scenarios[:1])
+	assert.NilError(t, err)
+	first, second := run.Scenarios[0], run.Scenarios[1]
+	assert.Check(t, is.Contains(string(page), `<a href="#s`+itoa(first.Index)+`">`+first.Name+`</a>`))
+	assert.Check(t, !strings.Contains(string(page), `href="#s`+itoa(second.Index)+`"`), "a link to the missing section of %s", second.Name)
+	assert.Check(t, is.Contains(string(page), `<td>`+second.Name+`</td>`))
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
