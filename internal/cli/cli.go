@@ -1,7 +1,3 @@
-// Package cli holds the command-line conventions cmd/qualify and
-// cmd/observe share: --help and -h print to stdout and exit 0, flags are
-// listed with two dashes as they are spelled everywhere else, failures go
-// to stderr, and `version` reads the binary's build information.
 package cli
 
 import (
