@@ -31,14 +31,14 @@ func TestProgressModeOfStderr(t *testing.T) {
 		{"tty", termprogress.TTY},
 	} {
 		o := runOptions{manifest: "m.yaml", repeat: 1, parallel: 1, scenarioTimeout: 1e9, progress: tc.flag}
-		assert.NilError(t, o.validate(nil))
+		assert.NilError(t, o.Validate())
 		assert.Check(t, is.Equal(o.progressMode(&bytes.Buffer{}), tc.want), "--progress %s on a buffer", tc.flag)
 		assert.Check(t, is.Equal(o.progressMode(w), tc.want), "--progress %s on a pipe", tc.flag)
 	}
 	// The flag's default is auto.
 	var o runOptions
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	o.register(fs)
+	o.AddFlags(fs)
 	assert.NilError(t, fs.Parse(nil))
 	assert.Check(t, is.Equal(o.progress, "auto"))
 }

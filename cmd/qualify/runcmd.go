@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,9 +26,9 @@ import (
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
-// runCmd is qualify run: its flags are runOptions, checked by validate
-// before anything is read, then run by Exec.
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// runCommand is qualify run's help and flag set; its options are
+// runOptions.
+func runCommand() *cli.Command {
 	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose] [--progress MODE]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
@@ -83,19 +83,13 @@ that passed some runs and failed others is flaky, which fails the run and
 the gate. With --parallel N up to N scenarios run at once, each in its own
 namespace; one whose bounds need a quiet host runs alone. The report
 records the repeat count, the parallelism and each round's start order.`
-	var o runOptions
-	o.register(c.Flags)
-	if code, done := c.Parse(args, stdout, stderr); done {
-		return code
-	}
-	if err := o.validate(c.Flags.Args()); err != nil {
-		return c.UsageError(stderr, err.Error())
-	}
-	return o.Exec(ctx, c, stdout, stderr)
+	return c
 }
 
-// runOptions are the flags of qualify run.
+// runOptions are the flags of qualify run; it takes no positional
+// arguments.
 type runOptions struct {
+	cli.Positional
 	manifest, endpoint, output, signingKey  string
 	probe, imageArchive, only, skip, engine string
 	progress                                string
@@ -104,8 +98,8 @@ type runOptions struct {
 	scenarioTimeout                         time.Duration
 }
 
-// register declares o's flags on fs.
-func (o *runOptions) register(fs *flag.FlagSet) {
+// AddFlags declares o's flags on fs.
+func (o *runOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.manifest, "manifest", "", "manifest `FILE` (YAML)")
 	fs.StringVar(&o.endpoint, "endpoint", "", "instead of the manifest's engine.endpoint, the "+cli.EndpointNote)
 	fs.StringVar(&o.output, "output", "", "fresh output `DIR` (default: the manifest's output, else reports/runs/<UTC timestamp>)")
@@ -124,56 +118,36 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.scenarioTimeout, "scenario-timeout", qualify.DefaultScenarioTimeout, "fail a scenario still running after `DURATION` (its goroutine stacks go to "+qualify.GoroutinesFile+" in its directory)")
 }
 
-// usageError is a wrong command line: printed with the command's usage
-// hint, exit status exitcode.Usage.
-type usageError string
-
-func (e usageError) Error() string { return string(e) }
-
-// statusError stops qualify run with exit status code after printing text
-// (one or more lines, without the final newline) on stderr.
-type statusError struct {
-	code int
-	text string
-}
-
-func (e *statusError) Error() string { return e.text }
-
-// failed is a statusError whose text is "qualify: " and err.
-func failed(code int, err error) *statusError {
-	return &statusError{code: code, text: fmt.Sprintf("qualify: %v", err)}
-}
-
-// validate checks the flags by themselves, before any file is read: a
-// usageError naming the flag that is wrong.
-func (o *runOptions) validate(args []string) error {
+// Validate checks the flags by themselves, before any file but --probe
+// is read: a cli.UsageError naming the flag that is wrong.
+func (o *runOptions) Validate() error {
 	switch {
-	case o.manifest == "" || len(args) > 0:
-		return usageError("--manifest FILE is required and no positional arguments are allowed")
+	case o.manifest == "" || len(o.Args) > 0:
+		return cli.UsageError("--manifest FILE is required and no positional arguments are allowed")
 	case o.repeat < 1 || o.repeat > maxRepeat || o.parallel < 1 || o.parallel > maxParallel:
-		return usageError(fmt.Sprintf("--repeat must be 1..%d and --parallel 1..%d, got %d and %d", maxRepeat, maxParallel, o.repeat, o.parallel))
+		return cli.UsageError(fmt.Sprintf("--repeat must be 1..%d and --parallel 1..%d, got %d and %d", maxRepeat, maxParallel, o.repeat, o.parallel))
 	case o.scenarioTimeout < time.Second || o.scenarioTimeout > maxScenarioTimeout:
-		return usageError(fmt.Sprintf("--scenario-timeout must be 1s..%s, got %s", maxScenarioTimeout, o.scenarioTimeout))
+		return cli.UsageError(fmt.Sprintf("--scenario-timeout must be 1s..%s, got %s", maxScenarioTimeout, o.scenarioTimeout))
 	}
 	if _, err := termprogress.ParseMode(o.progress); err != nil {
-		return usageError("--progress " + err.Error())
+		return cli.UsageError("--progress " + err.Error())
 	}
 	if o.endpoint != "" {
 		if err := manifest.CheckEndpoint(o.endpoint); err != nil {
-			return usageError("--endpoint " + err.Error())
+			return cli.UsageError("--endpoint " + err.Error())
 		}
 	}
 	if o.only != "" && o.skip != "" {
-		return usageError("--only and --skip exclude each other: give one of them")
+		return cli.UsageError("--only and --skip exclude each other: give one of them")
 	}
 	if _, list := o.selectionFlag(); list != "" {
 		if _, err := scenarioList(o.selectionFlag()); err != nil {
-			return usageError(err.Error())
+			return cli.UsageError(err.Error())
 		}
 	}
 	if o.probe != "" {
 		if err := checkRegularFile(o.probe); err != nil {
-			return usageError("--probe " + err.Error())
+			return cli.UsageError("--probe " + err.Error())
 		}
 	}
 	return nil
@@ -203,18 +177,18 @@ type runPlan struct {
 
 // resolve reads the files the flags name (engine build, manifest,
 // selection, image archive, signing key) and checks the output directory:
-// a usageError or *statusError naming what is wrong. Every check comes
+// a cli.UsageError or *cli.ExitError naming what is wrong. Every check comes
 // before the Engine is contacted.
 func (o *runOptions) resolve(stderr io.Writer) (*runPlan, error) {
 	p := &runPlan{reg: scenario.Default()}
 	var err error
 	if o.engine != "" {
 		if p.build, err = qualify.ReadEngineBuild(o.engine); err != nil {
-			return nil, usageError("--engine-build: " + err.Error())
+			return nil, cli.UsageError("--engine-build: " + err.Error())
 		}
 	}
 	if o.imageArchive != "" && o.probe != "" {
-		return nil, usageError("--image-archive and --probe exclude each other: the archive holds its probe")
+		return nil, cli.UsageError("--image-archive and --probe exclude each other: the archive holds its probe")
 	}
 	if p.m, err = manifest.Load(o.manifest, p.reg); err != nil {
 		return nil, failed(exitcode.Usage, err)
@@ -258,7 +232,7 @@ func (o *runOptions) resolveSelection(p *runPlan, stderr io.Writer) error {
 		p.selection, err = selectScenarios(flag, names, p.reg, p.m)
 	}
 	if err != nil {
-		return usageError(err.Error())
+		return cli.UsageError(err.Error())
 	}
 	if p.selection == nil {
 		fmt.Fprintf(stderr, "qualify: %s %s selects every scenario of %s: the report is complete\n", flag, list, p.m.Path)
@@ -271,7 +245,7 @@ func (o *runOptions) resolveSelection(p *runPlan, stderr io.Writer) error {
 func (o *runOptions) resolveArchive(p *runPlan) error {
 	m := p.m
 	if m.Image != manifest.ImageBuild {
-		return usageError(fmt.Sprintf("--image-archive replaces \"image: build\", but manifest %s names image %s", o.manifest, m.Image))
+		return cli.UsageError(fmt.Sprintf("--image-archive replaces \"image: build\", but manifest %s names image %s", o.manifest, m.Image))
 	}
 	prof, err := profiles.Load(m.Profile)
 	if err != nil {
@@ -291,57 +265,51 @@ func (o *runOptions) resolveArchive(p *runPlan) error {
 // Exec runs the checked options: resolves their files, connects to the
 // Engine, provides the guest image, runs the campaign into a fresh output
 // directory and renders its Result. It returns the exit status
-// (qualify.ExitCode once a report exists).
-func (o *runOptions) Exec(ctx context.Context, c *cli.Command, stdout, stderr io.Writer) int {
+// (qualify.ExitCode once a report exists), or the error that stopped it
+// before the campaign.
+func (o *runOptions) Exec(ctx context.Context, stdout, stderr io.Writer) (int, error) {
 	p, err := o.resolve(stderr)
 	if err != nil {
-		return stop(c, stderr, err)
+		return 0, err
 	}
 	// The harness's client speaks the profile's API version, as the
 	// driver's does (docs/contract.md#profiles-and-admission).
 	prof, err := profiles.Load(p.m.Profile)
 	if err != nil {
-		fmt.Fprintf(stderr, "qualify: %v\n", err)
-		return exitcode.Usage
+		return 0, failed(exitcode.Usage, err)
 	}
 	eng, err := connect(ctx, p.m.Endpoint, prof.Daemon.MinAPIVersion)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitcode.Unavailable
+		return 0, cli.Exitf(exitcode.Unavailable, "%v", err)
 	}
 	defer eng.Close()
-
-	cfg := qualify.Config{
-		Manifest: p.m, Registry: p.reg, Engine: eng, ImageID: p.m.Image, ImageSource: "manifest",
-		Stderr: stderr, Verbose: o.verbose, SigningKey: p.key,
-		Repeat: o.repeat, Parallel: o.parallel, ScenarioTimeout: o.scenarioTimeout, Selection: p.selection,
-		EngineBuild: p.build,
-	}
+	cfg := o.config(p, eng, stderr)
 	if p.selection != nil {
 		fmt.Fprintf(stderr, "qualify: partial run (%s): not running %s\n", p.selection.Flag(), strings.Join(p.selection.Skipped, ", "))
 	}
 	if err := o.provideImage(ctx, eng, p, &cfg, stderr); err != nil {
-		return stop(c, stderr, err)
+		return 0, err
 	}
 	// The output directory is created only once the Engine answered and the
 	// image exists, so an early failure leaves no empty report directory.
 	if cfg.Output, err = qualify.PrepareOutput(p.out); err != nil {
 		fmt.Fprintf(stderr, "qualify: %v\n", err)
 		removeImage(ctx, cfg, stderr)
-		return exitcode.Internal
+		return exitcode.Internal, nil
 	}
-	return o.runAndRender(ctx, cfg, stdout, stderr)
+	return o.runAndRender(ctx, cfg, stdout, stderr), nil
 }
 
-// stop prints why qualify run stopped before its run and returns the exit
-// status: a usageError with the usage hint, a *statusError as it says.
-func stop(c *cli.Command, stderr io.Writer, err error) int {
-	var st *statusError
-	if errors.As(err, &st) {
-		fmt.Fprintln(stderr, st.text)
-		return st.code
+// config is the campaign's configuration from the options and plan p,
+// with the image the manifest names; provideImage replaces it for
+// "image: build".
+func (o *runOptions) config(p *runPlan, eng *client.Client, stderr io.Writer) qualify.Config {
+	return qualify.Config{
+		Manifest: p.m, Registry: p.reg, Engine: eng, ImageID: p.m.Image, ImageSource: "manifest",
+		Stderr: stderr, Verbose: o.verbose, SigningKey: p.key,
+		Repeat: o.repeat, Parallel: o.parallel, ScenarioTimeout: o.scenarioTimeout, Selection: p.selection,
+		EngineBuild: p.build,
 	}
-	return c.UsageError(stderr, err.Error())
 }
 
 // provideImage provides the guest image of "image: build": loaded from
@@ -365,7 +333,7 @@ func (o *runOptions) loadImage(ctx context.Context, eng *client.Client, p *runPl
 	img, err := guest.Load(lctx, eng, p.archive, p.imageArch)
 	cancel()
 	if err != nil {
-		return &statusError{code: exitcode.Unavailable, text: fmt.Sprintf("loading guest image failed\nqualify: %v", err)}
+		return cli.Exitf(exitcode.Unavailable, "loading guest image failed\nqualify: %v", err)
 	}
 	state := "loaded"
 	if !img.Created {
@@ -396,7 +364,7 @@ func (o *runOptions) buildImage(ctx context.Context, eng *client.Client, p *runP
 	img, err := guest.Build(bctx, eng, guest.BuildOptions{ProbeBinary: o.probe, Architecture: prof.Image.Architecture})
 	cancel()
 	if err != nil {
-		return &statusError{code: exitcode.Unavailable, text: fmt.Sprintf("building guest image failed\nqualify: %v", err)}
+		return cli.Exitf(exitcode.Unavailable, "building guest image failed\nqualify: %v", err)
 	}
 	fmt.Fprintf(stderr, "built guest image %s (%s)\n", img.ID, img.Elapsed.Round(100*time.Millisecond))
 	cfg.ImageID, cfg.ImageSource = img.ID, "build"
@@ -467,4 +435,73 @@ func (o *runOptions) render(ctx context.Context, cfg qualify.Config, res *qualif
 		fmt.Fprintf(stderr, "qualify: removing image %s failed: %s\n", res.Image.ID, res.Image.RemoveError)
 	}
 	return qualify.ExitCode(res.Run, err)
+}
+
+// imageBuildTimeout bounds building the guest image for "image: build"
+// (seconds on lane A, about 6 s on lane C's emulated CPU; compiling the
+// probe when --probe is not given takes longer).
+const imageBuildTimeout = 10 * time.Minute
+
+// Bounds of run's --repeat, --parallel and --scenario-timeout: a campaign
+// stays one readable report, concurrency stays below what one Engine serves
+// well, and a stuck scenario is noticed within a day.
+const (
+	maxRepeat          = 1000
+	maxParallel        = 16
+	maxScenarioTimeout = 24 * time.Hour
+)
+
+// renderRun renders a complete run's result: the signing line on stderr
+// when signed, then the verdict table (or, asJSON, the run evidence as
+// JSON) on stdout. An error is one writing or encoding them.
+func renderRun(stdout, stderr io.Writer, res *qualify.Result, asJSON bool) error {
+	if res.Envelope != "" {
+		fmt.Fprintf(stderr, "signed: %s (key %s)\n", res.Envelope, res.KeyID)
+	}
+	if !asJSON {
+		return evidence.Table(stdout, res.Run)
+	}
+	data, err := evidence.MarshalJSON(res.Run)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(data)
+	return err
+}
+
+// scenarioList splits the comma-separated value of flag (--only or
+// --skip) into scenario names, refusing an empty name or a repeated one.
+func scenarioList(flag, value string) ([]string, error) {
+	var names []string
+	for _, n := range strings.Split(value, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("%s %q: empty scenario name; want NAME[,NAME...]", flag, value)
+		case slices.Contains(names, n):
+			return nil, fmt.Errorf("%s %q: scenario %q is named twice", flag, value, n)
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// selectScenarios checks flag's names against the catalogue reg and the
+// manifest m and returns the selection they make, nil when it leaves no
+// entry out. A name the catalogue does not know, or one m does not list,
+// is an error naming it.
+func selectScenarios(flag string, names []string, reg scenario.Registry, m *manifest.Manifest) (*evidence.Selection, error) {
+	var entries []string
+	for _, e := range m.Scenarios {
+		entries = append(entries, e.Name)
+	}
+	for _, n := range names {
+		if _, ok := reg[n]; !ok {
+			return nil, fmt.Errorf("%s: unknown scenario %q (the catalogue has: %s)", flag, n, strings.Join(reg.Names(), ", "))
+		}
+		if !slices.Contains(entries, n) {
+			return nil, fmt.Errorf("%s: scenario %q is not in manifest %s (it lists: %s)", flag, n, m.Path, strings.Join(slices.Compact(slices.Clone(entries)), ", "))
+		}
+	}
+	return evidence.NewSelection(names, flag == "--only", entries), nil
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -49,32 +51,51 @@ func currentVersion() versionInfo {
 	return v
 }
 
-// versionCmd is `qualify version [--json]`: without --json the text of
-// cli.VersionCommand followed by the catalogue line.
-func versionCmd(args []string, stdout, stderr io.Writer) int {
+// versionCommand is qualify version's help and flag set; its options
+// are versionOptions.
+func versionCommand() *cli.Command {
 	c := cli.New("qualify version", "[--json]", "Print the version, VCS revision and Go version this binary was built from, and its scenario catalogue.")
 	c.Details = `--json prints one JSON object: module, version, vcsRevision, vcsTime,
 vcsModified, goVersion, catalogueVersion and catalogueSha256 (the harness
 identity a run records in evidence.json and a gate policy pins).`
-	asJSON := c.Flags.Bool("json", false, "print one JSON object instead of text")
-	if code, done := c.Parse(args, stdout, stderr); done {
-		return code
+	return c
+}
+
+// versionOptions are the flags of qualify version; it takes no positional
+// arguments.
+type versionOptions struct {
+	cli.Positional
+	asJSON bool
+}
+
+// AddFlags declares o's flags on fs.
+func (o *versionOptions) AddFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object instead of text")
+}
+
+// Validate refuses positional arguments.
+func (o *versionOptions) Validate() error {
+	if len(o.Args) > 0 {
+		return cli.UsageError("no arguments are allowed")
 	}
-	if c.Flags.NArg() > 0 {
-		return c.UsageError(stderr, "no arguments are allowed")
-	}
+	return nil
+}
+
+// Exec prints this binary's version: with --json one versionInfo object
+// on one line, else the text of cli.Version followed by the catalogue
+// line.
+func (o *versionOptions) Exec(_ context.Context, stdout, _ io.Writer) (int, error) {
 	v := currentVersion()
-	if *asJSON {
+	if o.asJSON {
 		data, err := json.Marshal(v)
 		if err != nil {
-			fmt.Fprintf(stderr, "qualify: %v\n", err)
-			return exitcode.Internal
+			return 0, failed(exitcode.Internal, err)
 		}
 		fmt.Fprintf(stdout, "%s\n", data)
-		return exitcode.OK
+		return exitcode.OK, nil
 	}
 	info, _ := debug.ReadBuildInfo()
 	cli.Version(stdout, "qualify", info)
 	fmt.Fprintf(stdout, "catalogue: v%d (sha256 %s)\n", v.CatalogueVersion, v.CatalogueSHA256)
-	return exitcode.OK
+	return exitcode.OK, nil
 }
