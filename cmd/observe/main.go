@@ -1,33 +1,3 @@
-// Command observe is qualbox's independent cgroup observer
-// (docs/qualification.md#evidence). Given a sandbox keeper's host PID, or
-// a container ID that it resolves to the keeper PID with one Engine
-// inspect, it reads only /proc/<pid>/cgroup and the matching cgroup v1 or
-// v2 files: memory and memory+swap limits, failcnt or max events, OOM
-// kills, pids max/current/events and CPU quota/period. It takes a
-// "before" snapshot, then one per --interval while the keeper lives (for
-// at most --duration), and with --until-gone waits up to --timeout for the
-// scope to be gone or empty after cleanup.
-//
-// Usage:
-//
-//	observe (--pid PID | --container ID [--endpoint URL])
-//	        [--interval DURATION] [--duration DURATION] [--until-gone] [--timeout DURATION]
-//	        [--out DIR [--signing-key FILE]] [--json] [--root DIR]
-//	observe verify --key FILE DIR
-//	observe version
-//	observe help [COMMAND]
-//
-// It prints a table (or the observation as JSON); with --out it writes
-// observation.json and observation.txt into a fresh DIR and, with
-// --signing-key, a DSSE envelope evidence.dsse.json over both (verify it
-// with `observe verify --key PUB DIR`). --help on any subcommand prints
-// to stdout and exits 0. --endpoint is used as given: DOCKER_HOST and
-// docker contexts are ignored on purpose.
-//
-// Exit status is the table of internal/exitcode (also in README.md): 0
-// observed (and, with --until-gone, the scope ended gone or empty); 1 the
-// scope is still occupied at the timeout or a verification failed; 2
-// usage; 3 the PID or container cannot be resolved; 4 internal error.
 package main
 
 import (
@@ -35,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -77,7 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch {
 		case args[0] == "verify":
-			return verify(ctx, args[1:], stdout, stderr)
+			return verifyCommand().Run(ctx, new(verifyOptions), args[1:], stdout, stderr)
 		case args[0] == "version":
 			return cli.VersionCommand("observe", args[1:], stdout, stderr)
 		case args[0] == "help" && len(args) > 1 && !cli.IsHelp(args[1]):
@@ -91,6 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			args = []string{"--help"}
 		}
 	}
+	return observeCommand().Run(ctx, new(observeOptions), args, stdout, stderr)
+}
+
+// observeCommand is observe's own help and flag set; its options are
+// observeOptions.
+func observeCommand() *cli.Command {
 	c := cli.New("observe", observeSynopsis, `Observe a sandbox keeper's cgroup scope from the host: limits, failures,
 OOM kills and pids from /proc and the cgroup files only, before, during and
 (with --until-gone) after cleanup.`)
@@ -100,93 +77,156 @@ envelope, evidence.dsse.json. --endpoint is used as given: DOCKER_HOST and
 docker contexts are ignored on purpose.
 
 ` + observeCommands
-	fl := c.Flags
-	pid := fl.Int("pid", 0, "keeper host `PID`")
-	container := fl.String("container", "", "container `ID` whose keeper PID is resolved once through the Engine")
-	endpoint := fl.String("endpoint", defaultEngine, "for --container: "+cli.EndpointNote)
-	interval := fl.Duration("interval", time.Second, "`DURATION` between snapshots while the keeper lives")
-	duration := fl.Duration("duration", 0, "stop snapshotting after this `DURATION` (0: one snapshot, or until the keeper exits with --until-gone)")
-	untilGone := fl.Bool("until-gone", false, "snapshot until the keeper exits, then wait for the scope to be gone or empty")
-	timeout := fl.Duration("timeout", 60*time.Second, "with --until-gone: how long (`DURATION`) to wait for the keeper to exit and the scope to empty")
-	out := fl.String("out", "", "fresh `DIR` for observation.json, observation.txt and the envelope")
-	signingKey := fl.String("signing-key", "", "ed25519 private key `FILE` (PEM PKCS#8) to sign --out with")
-	asJSON := fl.Bool("json", false, "print the observation as JSON instead of the table")
-	root := fl.String("root", "/", "host filesystem root `DIR` holding proc/ and sys/fs/cgroup/ (recorded trees in tests)")
-	if code, done := c.Parse(args, stdout, stderr); done {
-		return code
+	return c
+}
+
+// observeOptions are the flags of observe; it takes no positional
+// arguments.
+type observeOptions struct {
+	cli.Positional
+	pid                                  int
+	container, endpoint, out, signingKey string
+	root                                 string
+	interval, duration, timeout          time.Duration
+	untilGone, asJSON                    bool
+}
+
+// AddFlags declares o's flags on fs.
+func (o *observeOptions) AddFlags(fl *flag.FlagSet) {
+	fl.IntVar(&o.pid, "pid", 0, "keeper host `PID`")
+	fl.StringVar(&o.container, "container", "", "container `ID` whose keeper PID is resolved once through the Engine")
+	fl.StringVar(&o.endpoint, "endpoint", defaultEngine, "for --container: "+cli.EndpointNote)
+	fl.DurationVar(&o.interval, "interval", time.Second, "`DURATION` between snapshots while the keeper lives")
+	fl.DurationVar(&o.duration, "duration", 0, "stop snapshotting after this `DURATION` (0: one snapshot, or until the keeper exits with --until-gone)")
+	fl.BoolVar(&o.untilGone, "until-gone", false, "snapshot until the keeper exits, then wait for the scope to be gone or empty")
+	fl.DurationVar(&o.timeout, "timeout", 60*time.Second, "with --until-gone: how long (`DURATION`) to wait for the keeper to exit and the scope to empty")
+	fl.StringVar(&o.out, "out", "", "fresh `DIR` for observation.json, observation.txt and the envelope")
+	fl.StringVar(&o.signingKey, "signing-key", "", "ed25519 private key `FILE` (PEM PKCS#8) to sign --out with")
+	fl.BoolVar(&o.asJSON, "json", false, "print the observation as JSON instead of the table")
+	fl.StringVar(&o.root, "root", "/", "host filesystem root `DIR` holding proc/ and sys/fs/cgroup/ (recorded trees in tests)")
+}
+
+// Validate requires exactly one of --pid and --container, --out for
+// --signing-key, and no positional argument.
+func (o *observeOptions) Validate() error {
+	if len(o.Args) > 0 || (o.pid == 0) == (o.container == "") || (o.signingKey != "" && o.out == "") {
+		return cli.UsageError("exactly one of --pid or --container is required; --signing-key needs --out; no positional arguments")
 	}
-	if fl.NArg() > 0 || (*pid == 0) == (*container == "") || (*signingKey != "" && *out == "") {
-		return c.UsageError(stderr, "exactly one of --pid or --container is required; --signing-key needs --out; no positional arguments")
+	return nil
+}
+
+// failed is a *cli.ExitError whose text is "observe: " and err.
+func failed(code int, err error) *cli.ExitError {
+	return cli.Exitf(code, "observe: %v", err)
+}
+
+// Exec checks the host and the flags' files, resolves the keeper and its
+// scope (exitcode.Unavailable when either cannot be), observes it and
+// prints (and with --out writes) the observation. It returns
+// exitcode.Failed when --until-gone found the scope still occupied.
+func (o *observeOptions) Exec(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+	if err := observer.Supported(o.root); err != nil {
+		return 0, failed(exitcode.Unavailable, err)
 	}
-	if err := observer.Supported(*root); err != nil {
-		fmt.Fprintf(stderr, "observe: %v\n", err)
-		return exitcode.Unavailable
-	}
-	var key ed25519.PrivateKey
-	if *signingKey != "" {
-		var err error
-		if key, err = attest.LoadPrivateKey(*signingKey); err != nil {
-			fmt.Fprintf(stderr, "observe: %v\n", err)
-			return exitcode.Usage
-		}
-	}
-	if *out != "" {
-		if entries, err := os.ReadDir(*out); err == nil && len(entries) > 0 {
-			fmt.Fprintf(stderr, "observe: output directory %s is not empty\n", *out)
-			return exitcode.Usage
-		}
-	}
-	fsys := os.DirFS(*root)
-	if *container != "" {
-		p, err := keeper(ctx, *endpoint, *container)
-		if err != nil {
-			fmt.Fprintf(stderr, "observe: %v\n", err)
-			return exitcode.Unavailable
-		}
-		*pid = p
-	}
-	scope, err := observer.Resolve(fsys, *pid)
+	key, err := o.loadKey()
 	if err != nil {
-		fmt.Fprintf(stderr, "observe: %v\n", err)
-		return exitcode.Unavailable
+		return 0, err
 	}
-	o := &observer.Observation{Schema: observer.Schema, Container: *container, Scope: scope}
+	if err := o.checkOut(); err != nil {
+		return 0, err
+	}
+	fsys := os.DirFS(o.root)
+	pid, err := o.keeperPID(ctx)
+	if err != nil {
+		return 0, failed(exitcode.Unavailable, err)
+	}
+	scope, err := observer.Resolve(fsys, pid)
+	if err != nil {
+		return 0, failed(exitcode.Unavailable, err)
+	}
+	obs := &observer.Observation{Schema: observer.Schema, Container: o.container, Scope: scope}
 	start := time.Now()
-	o.Snapshots = append(o.Snapshots, scope.Read(fsys, "before"))
-	fmt.Fprintf(stderr, "observing pid %d (cgroup v%d, %s)\n", *pid, scope.Version, scope.Dirs["memory"])
-	limit := *duration
-	if *untilGone && limit == 0 {
-		limit = *timeout
-	}
+	obs.Snapshots = append(obs.Snapshots, scope.Read(fsys, "before"))
+	fmt.Fprintf(stderr, "observing pid %d (cgroup v%d, %s)\n", pid, scope.Version, scope.Dirs["memory"])
+	o.snapshot(ctx, fsys, pid, scope, obs, start)
 	code := exitcode.OK
-loop:
+	if o.untilGone && !o.waitGone(ctx, fsys, scope, obs, start, stderr) {
+		code = exitcode.Failed
+	}
+	if err := emit(ctx, obs, stdout, o.asJSON, o.out, key); err != nil {
+		return 0, failed(exitcode.Internal, err)
+	}
+	return code, nil
+}
+
+// loadKey loads --signing-key, nil without it.
+func (o *observeOptions) loadKey() (ed25519.PrivateKey, error) {
+	if o.signingKey == "" {
+		return nil, nil
+	}
+	key, err := attest.LoadPrivateKey(o.signingKey)
+	if err != nil {
+		return nil, failed(exitcode.Usage, err)
+	}
+	return key, nil
+}
+
+// checkOut refuses an --out directory that exists with entries in it.
+func (o *observeOptions) checkOut() error {
+	if o.out == "" {
+		return nil
+	}
+	if entries, err := os.ReadDir(o.out); err == nil && len(entries) > 0 {
+		return cli.Exitf(exitcode.Usage, "observe: output directory %s is not empty", o.out)
+	}
+	return nil
+}
+
+// keeperPID is --pid, or the keeper PID of --container.
+func (o *observeOptions) keeperPID(ctx context.Context) (int, error) {
+	if o.container == "" {
+		return o.pid, nil
+	}
+	return keeper(ctx, o.endpoint, o.container)
+}
+
+// snapshot appends to obs one snapshot of scope per --interval while the
+// keeper pid lives, and one "after" snapshot when it has exited, until
+// --duration (with --until-gone and no --duration, --timeout) has passed
+// since start or ctx ends.
+func (o *observeOptions) snapshot(ctx context.Context, fsys fs.FS, pid int, scope observer.Scope, obs *observer.Observation, start time.Time) {
+	limit := o.duration
+	if o.untilGone && limit == 0 {
+		limit = o.timeout
+	}
 	for time.Since(start) < limit {
 		select {
 		case <-ctx.Done():
-			break loop
-		case <-time.After(*interval):
+			return
+		case <-time.After(o.interval):
 		}
-		if !alive(fsys, *pid) {
-			o.Snapshots = append(o.Snapshots, scope.Read(fsys, "after"))
-			break
+		if !alive(fsys, pid) {
+			obs.Snapshots = append(obs.Snapshots, scope.Read(fsys, "after"))
+			return
 		}
-		o.Snapshots = append(o.Snapshots, scope.Read(fsys, fmt.Sprintf("during +%.1fs", time.Since(start).Seconds())))
+		obs.Snapshots = append(obs.Snapshots, scope.Read(fsys, fmt.Sprintf("during +%.1fs", time.Since(start).Seconds())))
 	}
-	if *untilGone {
-		wctx, cancel := context.WithTimeout(ctx, max(*timeout-time.Since(start), *interval))
-		a := scope.WaitAbsent(wctx, fsys, 100*time.Millisecond)
-		cancel()
-		o.Absence = &a
-		if !a.OK() {
-			fmt.Fprintf(stderr, "observe: scope still occupied: %v\n", a.Dirs)
-			code = exitcode.Failed
-		}
+}
+
+// waitGone waits for scope to be gone or empty until --timeout after
+// start (at least one --interval), records the absence in obs and
+// reports whether the scope ended gone or empty, saying on stderr which
+// directories are still occupied when not.
+func (o *observeOptions) waitGone(ctx context.Context, fsys fs.FS, scope observer.Scope, obs *observer.Observation, start time.Time, stderr io.Writer) bool {
+	wctx, cancel := context.WithTimeout(ctx, max(o.timeout-time.Since(start), o.interval))
+	a := scope.WaitAbsent(wctx, fsys, 100*time.Millisecond)
+	cancel()
+	obs.Absence = &a
+	if !a.OK() {
+		fmt.Fprintf(stderr, "observe: scope still occupied: %v\n", a.Dirs)
+		return false
 	}
-	if err := emit(ctx, o, stdout, *asJSON, *out, key); err != nil {
-		fmt.Fprintf(stderr, "observe: %v\n", err)
-		return exitcode.Internal
-	}
-	return code
+	return true
 }
 
 // keeper resolves a container's keeper PID with one inspect, then closes
@@ -250,24 +290,45 @@ func (b *bytesWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// verifyCommand is observe verify's help and flag set; its options are
+// verifyOptions.
+func verifyCommand() *cli.Command {
 	c := cli.New("observe verify", "--key FILE DIR", "Verify a signed observation directory written by observe --out --signing-key.")
 	c.Details = `Checks the DSSE signature, both files' SHA-256 and the observation schema.
 OK and the signed summary go to stdout; FAILED and each problem to stderr.`
-	keyPath := c.Flags.String("key", "", "ed25519 public key `FILE` (PEM PKIX)")
-	if code, done := c.Parse(args, stdout, stderr); done {
-		return code
+	return c
+}
+
+// verifyOptions are the flags of observe verify; its one positional
+// argument is the observation directory.
+type verifyOptions struct {
+	cli.Positional
+	keyPath string
+}
+
+// AddFlags declares o's flags on fs.
+func (o *verifyOptions) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.keyPath, "key", "", "ed25519 public key `FILE` (PEM PKIX)")
+}
+
+// Validate requires --key and exactly one directory.
+func (o *verifyOptions) Validate() error {
+	if o.keyPath == "" || len(o.Args) != 1 {
+		return cli.UsageError("--key FILE and exactly one DIR are required")
 	}
-	if *keyPath == "" || c.Flags.NArg() != 1 {
-		return c.UsageError(stderr, "--key FILE and exactly one DIR are required")
-	}
-	key, err := attest.LoadPublicKey(*keyPath)
+	return nil
+}
+
+// Exec verifies the directory: OK and the signed summary on stdout, or
+// FAILED and each problem on stderr with exitcode.Failed. A key that
+// cannot be loaded is exitcode.Usage.
+func (o *verifyOptions) Exec(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+	key, err := attest.LoadPublicKey(o.keyPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "observe: %v\n", err)
-		return exitcode.Usage
+		return 0, failed(exitcode.Usage, err)
 	}
-	dir := c.Flags.Arg(0)
-	o, err := observer.Verify(ctx, dir, key)
+	dir := o.Args[0]
+	obs, err := observer.Verify(ctx, dir, key)
 	if err != nil {
 		var ve *attest.VerifyError
 		if errors.As(err, &ve) {
@@ -278,9 +339,9 @@ OK and the signed summary go to stdout; FAILED and each problem to stderr.`
 		} else {
 			fmt.Fprintf(stderr, "observe: %s: FAILED: %v\n", dir, err)
 		}
-		return exitcode.Failed
+		return exitcode.Failed, nil
 	}
-	summary, _ := json.Marshal(observer.PredicateOf(o))
+	summary, _ := json.Marshal(observer.PredicateOf(obs))
 	fmt.Fprintf(stdout, "%s: OK: %s\n", dir, summary)
-	return exitcode.OK
+	return exitcode.OK, nil
 }
