@@ -1,12 +1,3 @@
-// Package driver is qualbox's Docker Engine sandbox backend: it runs one
-// untrusted process per sandbox under an explicit isolation policy, reads
-// every resource back and compares it with the request, and cleans up exactly
-// the resources it created (docs/contract.md#workspace-files).
-//
-// Construction and Reserve are synchronous and inert; Engine effects start at
-// Reservation.Start, after admission of the selected profile. The endpoint is
-// an explicit Unix socket: no DOCKER_HOST, no Docker context, no credentials,
-// no pulls, no builds.
 package driver
 
 import (

@@ -1,8 +1,3 @@
-// Package qualify runs qualification campaigns: it executes the scenarios a
-// manifest selects, each in its own child of a fresh output directory with
-// its own namespace, and writes the evidence (per-scenario and run-level
-// JSON, a human table, summary.md and junit.xml). See
-// docs/qualification.md#scenarios and docs/qualification.md#evidence.
 package qualify
 
 import (

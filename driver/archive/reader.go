@@ -1,19 +1,3 @@
-// Package archive validates the tar streams a workspace export reads from the
-// Engine, incrementally and block by block (docs/contract.md#workspace-files).
-// It is deliberately our own code rather than archive/tar's reader: archive/tar
-// accepts base-256 and PAX size overrides, GNU sparse maps, link and special
-// records, truncation at an entry boundary and missing end blocks, while an
-// export must bound every entry and reject all of those with an error naming the
-// entry. The bound and the checks are the point.
-//
-// A Reader checks header checksums, ustar magic, the octal size field (at
-// most 8 GiB - 1), local PAX records, body length and zero padding, complete
-// termination (two zero blocks, nothing but zeros after them), entry types
-// (regular files and directories only), canonical relative names, and a
-// pre-order tree: every entry's parent is a directory that precedes it and
-// whose subtree is still open. Whole-archive properties that need every name
-// (no duplicates, no file used as a directory) are checked over sorted keys
-// by CheckSorted, so the caller can sort externally with bounded memory.
 package archive
 
 import (

@@ -1,6 +1,3 @@
-// Package exitcode is the one exit status table of the qualbox commands
-// (cmd/qualify and cmd/observe). Both commands print it in their --help
-// and README.md carries the same table; a test keeps the three in step.
 package exitcode
 
 import (

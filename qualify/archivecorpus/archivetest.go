@@ -1,10 +1,3 @@
-// Package archivecorpus holds fixtures for archive validation: crafted
-// hostile tar bodies that a workspace export must reject, the tar builder
-// they are made with and hand-made header blocks (raw ustar, GNU sparse)
-// that archive/tar's writer refuses to produce.
-//
-// It imports neither package archive nor the driver, so archive's own
-// tests can use it too.
 package archivecorpus
 
 import (

@@ -1,10 +1,3 @@
-// Package dataset builds the data-only images that shared read-only dataset
-// scenarios and driver tests attach (docs/contract.md#datasets), without a
-// registry: one layer assembled here and loaded through the Engine's
-// POST /images/load. A dataset image need not match
-// the workload's architecture, so Build takes any GOARCH the Engine accepts
-// as an image platform. Images are never tagged; callers hold the exact ID
-// and remove it with Remove.
 package dataset
 
 import (

@@ -1,9 +1,3 @@
-// Package evidence holds qualbox qualification evidence: the per-scenario and
-// run-level JSON documents (schema [Schema]), and the renderings a campaign
-// emits from them: a human table, a Markdown summary and JUnit XML.
-//
-// Files are written atomically (temporary file, fsync, rename) so that a
-// reader never sees a partial document under its final name.
 package evidence
 
 import (

@@ -1,9 +1,3 @@
-// Package guest assembles the qualification guest image without a registry (an
-// empty base, Debian's static busybox and the project's static probe, imported
-// through the Engine API; docs/architecture.md) and removes it by its exact ID.
-// The image satisfies what admission requires of a workload image
-// (docs/contract.md#profiles-and-admission): it contains /bin/sh and sleep,
-// declares no volumes, and its only environment entry is the fixed PATH.
 package guest
 
 import (

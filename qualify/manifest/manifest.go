@@ -1,11 +1,3 @@
-// Package manifest reads qualification manifests: strict YAML documents
-// that name the platform profile, the Engine endpoint, the guest image,
-// the workload user, a namespace prefix, the output directory, the sandbox
-// policy and the scenarios to run with their parameters
-// (docs/qualification.md#scenarios).
-//
-// Every problem is reported with the file, the field path, the line and,
-// for closed choices, the allowed values.
 package manifest
 
 import (

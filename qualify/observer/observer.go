@@ -1,13 +1,3 @@
-// Package observer reads a sandbox's cgroup from the host, independently of
-// the Engine (docs/qualification.md#evidence): given the keeper's PID it reads
-// /proc/<pid>/cgroup once to find the scope, then the scope's cgroup v1 or
-// v2 interface files (memory and memory+swap limits, OOM and oom_kill
-// events, failcnt, pids max/current/events, CPU quota/period) as often as
-// asked, and after cleanup proves the scope is gone or empty.
-//
-// Every read goes through an fs.FS rooted at the host's "/" so that cgroup
-// v2 is tested from recorded directory trees; the only Engine call is the
-// optional KeeperPID resolution of a container ID.
 package observer
 
 import (

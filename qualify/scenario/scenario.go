@@ -1,7 +1,3 @@
-// Package scenario defines qualification scenarios: a small interface, a
-// registry, the environment a scenario runs in, and the Record it fills
-// with requested and observed facts, checks and owned resources. The
-// qualify runner turns a Record into evidence.
 package scenario
 
 import (

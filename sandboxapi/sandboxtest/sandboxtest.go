@@ -1,7 +1,3 @@
-// Package sandboxtest is a backend-neutral conformance suite for
-// sandboxapi.Backend implementations, in the manner of testing/fstest: a
-// driver's own tests call Run against a real engine. It uses only the
-// sandboxapi contract.
 package sandboxtest
 
 import (

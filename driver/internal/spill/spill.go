@@ -1,13 +1,3 @@
-// Package spill sorts byte records externally: records are gathered into
-// batches of a bounded byte size, each batch is sorted and written as a run
-// file in the caller's spill directory, and runs are merged k ways with a
-// bounded fan-in (policy transfers.metadataBatchBytes and
-// metadataMergeFanIn; docs/contract.md#workspace-files).
-//
-// It is our own small code rather than a library: no maintained external
-// sort module on the Go proxy bounds both the in-memory batch in bytes and
-// the merge fan-in while writing only inside a given directory, and those
-// two bounds are the point.
 package spill
 
 import (

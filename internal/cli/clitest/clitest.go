@@ -1,5 +1,3 @@
-// Package clitest checks a command's --help text against the conventions
-// of internal/cli. Only tests import it.
 package clitest
 
 import (

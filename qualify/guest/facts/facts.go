@@ -1,11 +1,3 @@
-// Package facts defines the JSON the qualbox guest probe prints (the workload
-// isolation profile as the kernel sees it;
-// docs/contract.md#profiles-and-admission) and parses the kernel files the probe
-// reads: /proc/self/status, /proc/self/mountinfo and the cgroup v1/v2 interface
-// files.
-//
-// The parsers are pure functions over recorded bytes so that the host-side
-// harness, the probe and the tests share them.
 package facts
 
 import (
