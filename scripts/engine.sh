@@ -98,9 +98,14 @@ answers_b() {
 
 install_b() {
 	install_packages
-	if ! dpkg -s libseccomp-dev pkg-config >/dev/null 2>&1; then
+	# The host's own architecture by name: `dpkg -s libseccomp-dev` is
+	# also satisfied by another architecture's copy (lane D's tuple
+	# installs libseccomp-dev:arm64), whose headers runc cannot link here.
+	local seccomp
+	seccomp=libseccomp-dev:$(dpkg --print-architecture)
+	if ! dpkg -s "$seccomp" pkg-config >/dev/null 2>&1; then
 		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev pkg-config >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$seccomp" pkg-config >&2
 	fi
 	mkdir -p "$B_PREFIX/bin"
 	# Rebuild when the recorded versions differ from the pins.

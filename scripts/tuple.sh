@@ -159,7 +159,9 @@ build() {
 	# runc's cgo toolchain: the host's, or for arm64 Debian's cross
 	# compiler and arm64 libseccomp (its pkg-config files apart from the
 	# host's).
-	local cc=() debs=(libseccomp-dev pkg-config)
+	# The host's libseccomp by architecture: a plain libseccomp-dev is
+	# satisfied by the arm64 copy an arm64 tuple installs.
+	local cc=() debs=("libseccomp-dev:$(dpkg --print-architecture)" pkg-config)
 	if [ "$ARCH" = arm64 ]; then
 		debs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64 pkg-config)
 		cc=(GOARCH=arm64 CC=aarch64-linux-gnu-gcc PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig)
