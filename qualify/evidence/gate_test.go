@@ -326,7 +326,7 @@ func TestDesktopRowRequiresItsManifestsScenarios(t *testing.T) {
 				}
 				i := len(r.Scenarios) + 1
 				r.Scenarios = append(r.Scenarios, evidence.ScenarioSummary{Index: i, Name: name, Dir: fmt.Sprintf("%02d-%s", i, name),
-					Verdict: evidence.Verdict{Kind: evidence.Passed}, Checks: 1, Passed: 1})
+					Verdict: evidence.Verdict{Kind: evidence.Passed}, Checks: 2, Passed: 2})
 			}
 		})
 	}
