@@ -40,6 +40,11 @@ func passedReport(t *testing.T, h *evidence.Harness, edit func(*evidence.Run)) *
 		if edit != nil {
 			edit(r)
 		}
+		// Runs of catalogue v9 and later record their posture.
+		if r.Posture == nil && r.Harness != nil && r.Harness.CatalogueVersion >= 9 {
+			p := evidence.PostureOf(r, nil)
+			r.Posture = &p
+		}
 	})
 	s, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
 	assert.NilError(t, err)

@@ -260,9 +260,14 @@ func orNone(s string) string {
 // each advisory it lists must be one its own fixed releases make the
 // recorded version fall under (a reader sees the harness's list; the
 // gate uses its own). A header without a posture (made before it was
-// recorded) has none.
+// recorded) has none, unless it claims catalogue version 9 or later,
+// whose runs all record it: dropping it would leave a reader of
+// summary.md and report.html no account of the runtime.
 func postureProblems(r *Run) []string {
 	if r.Posture == nil {
+		if claimsCatalogue(r, probeChecksCatalogue) && !engineless(r) {
+			return []string{fmt.Sprintf("no posture, which a run of catalogue v%d records", r.Harness.CatalogueVersion)}
+		}
 		return nil
 	}
 	got := *r.Posture

@@ -20,10 +20,21 @@ import (
 // gives it, and returns what VerifyRun says of it.
 func probeReport(t *testing.T, name string, catalogue int, edit func(*evidence.Scenario)) error {
 	t.Helper()
+	return probeReportPosture(t, name, catalogue, true, edit)
+}
+
+// probeReportPosture is probeReport with the header's posture recorded
+// or not.
+func probeReportPosture(t *testing.T, name string, catalogue int, posture bool, edit func(*evidence.Scenario)) error {
+	t.Helper()
 	run, _ := fixedRun()
 	h := *harnessV2
 	h.CatalogueVersion = catalogue
 	run.Harness = &h
+	if posture {
+		p := evidence.PostureOf(run, nil)
+		run.Posture = &p
+	}
 	run.Scenarios = run.Scenarios[:2]
 	sum := &run.Scenarios[1]
 	sum.Name, sum.Dir, sum.Detail = name, "02-"+name, ""
@@ -128,4 +139,13 @@ func TestVerifyRefusesAnEngineAPIReplyPassedAsUnreachable(t *testing.T) {
 
 	assert.NilError(t, probeReport(t, "network-isolation", 9, probes(check(true), silent, metadata)))
 	assert.NilError(t, probeReport(t, "network-isolation", 8, func(*evidence.Scenario) {}))
+}
+
+// A run header of catalogue v9 or later without its posture (dropped by
+// its key holder so that summary.md shows none) is refused; one of an
+// older catalogue is not.
+func TestVerifyRefusesACatalogueV9RunWithoutItsPosture(t *testing.T) {
+	wantRefused(t, probeReportPosture(t, "lifecycle", 9, false, func(*evidence.Scenario) {}), "no posture, which a run of catalogue v9 records")
+	assert.NilError(t, probeReportPosture(t, "lifecycle", 9, true, func(*evidence.Scenario) {}))
+	assert.NilError(t, probeReportPosture(t, "lifecycle", 8, false, func(*evidence.Scenario) {}))
 }
