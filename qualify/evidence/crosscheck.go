@@ -207,6 +207,8 @@ func (c *crossChecker) scenario(sum ScenarioSummary) *Scenario {
 	c.failAll(file, scenarioTimeProblems(c.r, sum, &s, c.now))
 	c.failAll(file, machineProblems(c.r, &s))
 	c.failAll(file, emulationProblems(c.r, &s))
+	c.failAll(file, usernsProblems(c.r, &s))
+	c.failAll(file, engineAPIProblems(c.r, &s))
 	switch {
 	case s.Verdict != sum.Verdict:
 		c.fail(file, "verdict %s, but evidence.json says %s", s.Verdict, sum.Verdict)

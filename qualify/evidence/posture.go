@@ -260,9 +260,14 @@ func orNone(s string) string {
 // each advisory it lists must be one its own fixed releases make the
 // recorded version fall under (a reader sees the harness's list; the
 // gate uses its own). A header without a posture (made before it was
-// recorded) has none.
+// recorded) has none, unless it claims catalogue version 9 or later,
+// whose runs all record it: dropping it would leave a reader of
+// summary.md and report.html no account of the runtime.
 func postureProblems(r *Run) []string {
 	if r.Posture == nil {
+		if claimsCatalogue(r, probeChecksCatalogue) && !engineless(r) {
+			return []string{fmt.Sprintf("no posture, which a run of catalogue v%d records", r.Harness.CatalogueVersion)}
+		}
 		return nil
 	}
 	got := *r.Posture
@@ -327,6 +332,55 @@ func (f Floor) validate() string {
 	return ""
 }
 
+// buildReleaseRE is an upstream release named in a build after a
+// separator or at its start: "1.1.5+ds1-1+deb12u1", "v1.3.3-0-gd842d771",
+// "module-v1.3.4", "1.1.12-0ubuntu2~22.04.1" (the first release wins).
+var buildReleaseRE = regexp.MustCompile(`(?:^|[^0-9A-Za-z.])v?(\d+\.\d+\.\d+)(?:-rc\.?(\d+))?`)
+
+// commitRE is a bare commit ID, which names no release.
+var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+
+// buildRelease returns the upstream release (semantic version form) a
+// component's build names, "" for none; why says why the build cannot be
+// judged: white space or control characters, or text that names no
+// release and is not a commit ID (an empty build names nothing and is
+// fine).
+func buildRelease(build string) (upstream, why string) {
+	if strings.ContainsFunc(build, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return "", "the build has white space or control characters"
+	}
+	if m := buildReleaseRE.FindStringSubmatch(build); m != nil {
+		upstream = m[1]
+		if m[2] != "" {
+			upstream += "-rc." + m[2]
+		}
+		return upstream, ""
+	}
+	if build == "" || commitRE.MatchString(build) {
+		return "", ""
+	}
+	return "", "the build names no release and is not a commit ID"
+}
+
+// componentLines counts the lines of components that name component (the
+// first white-space-separated field, any case) and says whether one of
+// them is not exactly "<component> <version>" (one ASCII space, a version
+// without white space): PostureOf reads only that form, so any other
+// spelling would hide a second version from it.
+func componentLines(components []string, component string) (n int, odd bool) {
+	for _, line := range components {
+		fields := strings.FieldsFunc(line, unicode.IsSpace)
+		if len(fields) == 0 || !strings.EqualFold(fields[0], component) {
+			continue
+		}
+		n++
+		if len(fields) != 2 || line != component+" "+fields[1] {
+			odd = true
+		}
+	}
+	return n, odd
+}
+
 // FloorProblems judges r's Engine facts (not its recorded posture) by
 // floors: one line per floor that fails, nil when every floor holds. A
 // floor fails when the component's version is below its minimum or falls
@@ -334,21 +388,19 @@ func (f Floor) validate() string {
 // so a later line can lack a fix an earlier one has), unless its build is
 // one the floor accepts and names the same upstream release; it also
 // fails, accepted build or not, when the Engine lists the component
-// twice, when version and build name different releases, when the
-// version names no release, and (for runc) when the default runtime is
-// another one, so that runc's version is not the runtime's.
+// twice (in any case or spacing) or in another form than "<name>
+// <version>", when version and build name different releases, when the
+// build names no release and is not a commit ID, when the version names
+// no release, and (for runc) when the default runtime is another one or
+// not recorded, so that runc's version is not shown to be the runtime's.
 func FloorProblems(r *Run, floors []Floor) []string {
 	p := PostureOf(r, nil)
 	var out []string
 	for _, f := range floors {
 		c, _ := p.Component(f.Component)
-		n := 0
-		for _, line := range r.Engine.Components {
-			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), f.Component+" ") {
-				n++
-			}
-		}
-		buildUp, _, buildOK := ParseUpstream(c.Build)
+		n, odd := componentLines(r.Engine.Components, f.Component)
+		buildUp, buildWhy := buildRelease(c.Build)
+		buildOK := buildUp != ""
 		fail := func(format string, args ...any) {
 			out = append(out, fmt.Sprintf("%s %s (build %s): ", f.Component, strconv.Quote(c.Version), strconv.Quote(c.Build))+fmt.Sprintf(format, args...))
 		}
@@ -356,13 +408,22 @@ func FloorProblems(r *Run, floors []Floor) []string {
 		case n > 1:
 			fail("the Engine lists %s %d times, so the policy's floor %s cannot be shown to hold", f.Component, n, f.Minimum)
 			continue
+		case odd:
+			fail("the Engine lists %s in another form than \"%s <version>\", so the policy's floor %s cannot be shown to hold", f.Component, f.Component, f.Minimum)
+			continue
 		case c.Upstream == "":
 			fail("the version names no upstream release, so the policy's floor %s cannot be shown to hold", f.Minimum)
+			continue
+		case buildWhy != "":
+			fail("%s, so the policy's floor %s cannot be shown to hold", buildWhy, f.Minimum)
 			continue
 		case buildOK && buildUp != c.Upstream:
 			fail("the version names %s and the build %s, so the policy's floor %s cannot be shown to hold", c.Upstream, buildUp, f.Minimum)
 			continue
-		case f.Component == "runc" && p.DefaultRuntime != "" && p.DefaultRuntime != "runc":
+		case f.Component == "runc" && p.DefaultRuntime == "":
+			fail("the Engine facts record no default runtime, so the policy's runc floor %s cannot be shown to be of the runtime in use", f.Minimum)
+			continue
+		case f.Component == "runc" && p.DefaultRuntime != "runc":
 			fail("the default runtime is %q, not runc, so the policy's runc floor %s says nothing of the runtime in use", p.DefaultRuntime, f.Minimum)
 			continue
 		}

@@ -192,3 +192,58 @@ func TestGateRefusesARuntimeBelowTheFloor(t *testing.T) {
 		}
 	}
 }
+
+// A key holder's Engine facts that name a vulnerable runc beside the one
+// the floor reads are refused, each by its own rule: a build that names
+// its release in a form the version check skipped, a second runc spelled
+// with other white space or case, and no default runtime recorded (with
+// runc not even configured). Builds as real Engines report them (an
+// upstream describe, a bare commit, a Go module build, Debian's and
+// Ubuntu's package versions, none) still pass.
+func TestGateFloorRefusesAHiddenRunc(t *testing.T) {
+	req := &evidence.Requirement{
+		Rows:    []evidence.Row{{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab"}, Scenarios: []string{"admission"}}},
+		Harness: harnessPin,
+		Floors:  []evidence.Floor{{Component: "runc", Minimum: "1.2.8"}},
+	}
+	gate := func(edit func(*evidence.Run)) []string {
+		a := passedReport(t, harnessV2, func(r *evidence.Run) {
+			laneAEngine(r)
+			r.Engine.Components, r.Engine.RuncCommit = []string{"runc 1.4.3"}, "v1.4.3-0-g0123456"
+			edit(r)
+			p := evidence.PostureOf(r, nil)
+			r.Posture = &p
+		})
+		reports := []*evidence.Signed{a}
+		return evidence.Gate(evidence.Merge(reports), reports, req)
+	}
+	for name, tc := range map[string]struct {
+		edit func(*evidence.Run)
+		want string
+	}{
+		"build with a trailing space": {func(r *evidence.Run) { r.Engine.RuncCommit = "1.1.5+ds1-1+deb12u1 " }, "white space"},
+		"build after a prefix":        {func(r *evidence.Run) { r.Engine.RuncCommit = "debian/1.1.5+ds1-1+deb12u1" }, "the version names 1.4.3 and the build 1.1.5"},
+		"module build of another":     {func(r *evidence.Run) { r.Engine.RuncCommit = "module-v1.1.5" }, "the version names 1.4.3 and the build 1.1.5"},
+		"build of four numbers":       {func(r *evidence.Run) { r.Engine.RuncCommit = "1.1.5.1" }, "the version names 1.4.3 and the build 1.1.5"},
+		"build of free text":          {func(r *evidence.Run) { r.Engine.RuncCommit = "old-one" }, "names no release and is not a commit ID"},
+		"second runc after a tab": {func(r *evidence.Run) { r.Engine.Components = append(r.Engine.Components, "runc\t1.1.5+ds1") },
+			"the Engine lists runc 2 times"},
+		"second runc after a no-break space": {func(r *evidence.Run) { r.Engine.Components = append(r.Engine.Components, "runc\u00a01.1.5+ds1") },
+			"the Engine lists runc 2 times"},
+		"runc in capitals only": {func(r *evidence.Run) { r.Engine.Components = []string{"RUNC 1.4.3"} }, `in another form than "runc <version>"`},
+		"no default runtime": {func(r *evidence.Run) { r.Engine.DefaultRuntime, r.Engine.Runtimes = "", []string{"crun=/usr/bin/crun"} },
+			"record no default runtime"},
+	} {
+		req.Floors[0].Builds = []string{"v1.4.3-0-g0123456"}
+		v := gate(tc.edit)
+		assert.Check(t, is.Len(v, 1), "%s: %v", name, v)
+		if len(v) == 1 {
+			assert.Check(t, is.Contains(v[0], tc.want), name)
+		}
+	}
+	req.Floors[0].Builds = nil
+	for _, build := range []string{"v1.4.3-0-g0123456", "d6d73eb8c60246978da649ffe75ce5c8bca8f856", "module-v1.4.3", "1.4.3-0ubuntu2~22.04.1", ""} {
+		v := gate(func(r *evidence.Run) { r.Engine.RuncCommit = build })
+		assert.Check(t, is.Len(v, 0), "build %q: %v", build, v)
+	}
+}

@@ -50,11 +50,16 @@ func scenarioFiles(run *evidence.Run, failed []*evidence.Scenario) []*evidence.S
 				s.Checks = append(s.Checks, evidence.Check{Name: fmt.Sprintf("c%d", i), Want: "x", Got: "x", OK: true})
 			}
 			// A passed isolation of catalogue version 5 and later records
-			// the workload's uname machine, as its probe facts say.
+			// the workload's uname machine, as its probe facts say; of
+			// version 9 and later, with two checks or more, its refused
+			// user namespace too.
 			if prof, err := profiles.Load(run.Profile); err == nil && sum.Name == "isolation" && len(s.Checks) > 0 {
 				m := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[prof.Image.Architecture]
 				s.Checks[0] = evidence.Check{Name: "uname machine", Want: m, Got: m, OK: true}
-				s.Observed["facts"] = map[string]any{"machine": m}
+				s.Observed["facts"] = map[string]any{"machine": m, "userNamespace": map[string]any{"ok": false, "errno": "EPERM"}}
+				if len(s.Checks) > 1 {
+					s.Checks[1] = evidence.Check{Name: "unprivileged user namespace refused", Want: "refused", Got: "EPERM", OK: true}
+				}
 			}
 		}
 		out = append(out, s)

@@ -178,3 +178,9 @@ func TestIsolationPostureObserved(t *testing.T) {
 	observePosture(rec, f)
 	assert.DeepEqual(t, rec.Snapshot().Observed["posture: seccomp"], map[string]any{"mode": 2, "filters": "not reported (Linux before 5.9)"})
 }
+
+// Verification re-derives the user namespace check with the facts
+// package's list (qualify/evidence): it must be this scenario's.
+func TestUsernsRefusalsAreTheFactsPackages(t *testing.T) {
+	assert.DeepEqual(t, usernsRefusals, facts.UsernsRefusals)
+}

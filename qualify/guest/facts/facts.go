@@ -75,6 +75,13 @@ var UsernsSysctls = []string{
 	"/proc/sys/user/max_user_namespaces",
 }
 
+// UsernsRefusals are the errnos with which the kernel, an LSM or a
+// seccomp filter refuses a new user namespace (Facts.UserNamespace):
+// EPERM, EACCES, ENOSPC and EUSERS. The isolation scenario passes only
+// on one of these, and verification re-derives its check with them
+// (docs/qualification.md#evidence).
+var UsernsRefusals = []string{"EPERM", "EACCES", "ENOSPC", "EUSERS"}
+
 // Sysctl is one file under /proc/sys as a process read it.
 type Sysctl struct {
 	// Path is the file, for example "/proc/sys/user/max_user_namespaces".
