@@ -111,4 +111,17 @@ func TestSeriesChecksFailForTheirReason(t *testing.T) {
 	checkSeriesRiseBatched(rec, "fill", "memory usage", memSeries(3<<20, 4<<20), memoryUsage, 0, slack)
 	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"fill: observer series: memory usage rose"})
 	assert.Equal(t, chargeSlack(0, 4096), int64(256<<10))
+
+	// 96 CPUs of 4 KiB pages hold 24 MiB of batches, all that was
+	// written: uncapped, a flat series passed. The cap at half keeps the
+	// check able to fail, and says so in its want.
+	big := chargeSlack(96, 4096)
+	assert.Equal(t, big, int64(written))
+	rec = NewRecord()
+	checkSeriesRiseBatched(rec, "fill", "memory usage", memSeries(3<<20, 3<<20, 3<<20), memoryUsage, written, big)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string{"fill: observer series: memory usage rose"})
+	assert.Assert(t, strings.Contains(rec.Snapshot().Checks[1].Want, "capped at half of it from 25165824"), rec.Snapshot().Checks[1].Want)
+	rec = NewRecord()
+	checkSeriesRiseBatched(rec, "fill", "memory usage", memSeries(3<<20, 3<<20+written/2), memoryUsage, written, big)
+	assert.DeepEqual(t, failed(rec.Snapshot().Checks), []string(nil))
 }
