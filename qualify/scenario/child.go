@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/qualbox/qualbox/driver"
@@ -208,4 +210,55 @@ func RunChild(ctx context.Context, c ChildConfig) error {
 	n := persisted
 	mu.Unlock()
 	return errors.Join(fmt.Errorf("checkpoint %s was never reached: starting persisted %d records", c.Checkpoint, n), sb.Destroy(context.WithoutCancel(ctx)))
+}
+
+// childProc is a running child controller: its combined output is kept
+// (the first 64 KiB) and its end is delivered once on exited.
+type childProc struct {
+	cmd    *exec.Cmd
+	out    boundedBuffer
+	exited chan error
+	reaped bool
+}
+
+// startChildProc runs bin's ChildCommand with cfg's flags; kill or reap
+// must follow.
+func startChildProc(bin string, cfg ChildConfig) (*childProc, error) {
+	args, err := cfg.Args()
+	if err != nil {
+		return nil, err
+	}
+	c := &childProc{cmd: exec.Command(bin, append([]string{ChildCommand}, args...)...)}
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+	// Wait also waits for the output copy, which only ends when every
+	// holder of the pipe closes it; the child starts no processes, but a
+	// bound costs nothing.
+	c.cmd.WaitDelay = 10 * time.Second
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start child controller: %w", err)
+	}
+	c.exited = make(chan error, 1)
+	go func() { c.exited <- c.cmd.Wait() }()
+	return c, nil
+}
+
+// kill sends SIGKILL, unless the child already exited (its end was taken
+// from exited), waits for it, and reports whether SIGKILL ended it.
+func (c *childProc) kill(exitedEarly bool) bool {
+	if !exitedEarly {
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.exited
+	}
+	c.reaped = true
+	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// reap kills and waits for a child that kill did not reap.
+func (c *childProc) reap() {
+	if !c.reaped {
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		c.reaped = true
+	}
 }
