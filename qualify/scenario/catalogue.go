@@ -37,8 +37,10 @@ import (
 // gateway, tmpfs-bounds judge its series' rise less the per-CPU charge
 // batches, and isolation check that the sandbox cannot create a user
 // namespace and record its seccomp filters and the host's user namespace
-// sysctls.
-const CatalogueVersion = 9
+// sysctls; version 10 adds warm-pool (a pool's distinct acquisitions with
+// fresh workspaces, its idle expiry, its recovery after its controller's
+// death, its refusal of a sandbox whose daemon changed, and its Close).
+const CatalogueVersion = 10
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.
