@@ -163,6 +163,9 @@ func (s WarmPool) Run(ctx context.Context, env *Env, params map[string]any, rec 
 				err = c.close(ctx)
 			}
 		}
+		if c != nil {
+			rec.Observe(name+": duration", time.Since(c.started).Round(time.Millisecond).String())
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
