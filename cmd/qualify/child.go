@@ -13,11 +13,13 @@ import (
 
 // childHelp is the --help of the internal controller-child subcommand.
 const childHelp = `usage: qualify controller-child --profile NAME --endpoint URL --image ID --namespace NAME
-       --uid N --gid N --policy JSON --spill DIR --record FILE --marker FILE --checkpoint N|exec
+       --uid N --gid N --policy JSON --spill DIR --marker FILE --record FILE --checkpoint N|exec
+       qualify controller-child ... --marker FILE --records DIR --pool N
 
 Internal: the child controller process the controller-death scenario starts
 with flags derived from its manifest and kills with SIGKILL at the
-checkpoint. Not for interactive use.
+checkpoint; with --pool, the warm-pool scenario's, killed once its pool of
+N sandboxes is full. Not for interactive use.
 `
 
 // childCmd is the internal `controller-child` subcommand: the child

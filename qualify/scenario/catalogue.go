@@ -37,9 +37,12 @@ import (
 // gateway, tmpfs-bounds judge its series' rise less the per-CPU charge
 // batches, and isolation check that the sandbox cannot create a user
 // namespace and record its seccomp filters and the host's user namespace
-// sysctls; version 10 caps tmpfs-bounds' allowance for per-CPU charge
-// batches at half of what was written, so that a host with many CPUs or
-// large pages cannot make its series check unable to fail.
+// sysctls; version 10 adds warm-pool (a pool's distinct acquisitions with
+// fresh workspaces, its idle expiry, its recovery after its controller's
+// death, its refusal of a sandbox whose daemon changed, and its Close)
+// and caps tmpfs-bounds' allowance for per-CPU charge batches at half of
+// what was written, so that a host with many CPUs or large pages cannot
+// make its series check unable to fail.
 const CatalogueVersion = 10
 
 // sources are this package's Go files, embedded so that every build knows

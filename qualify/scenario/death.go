@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -447,10 +445,7 @@ type death struct {
 	dir string
 	cfg ChildConfig
 
-	cmd    *exec.Cmd
-	out    boundedBuffer
-	exited chan error
-	reaped bool
+	child *childProc
 
 	// owner is the one cleanup owner the case registers with rec, once.
 	owner   *trackedOwner
@@ -508,31 +503,13 @@ func (d *death) prepare() error {
 
 // startChild starts the child controller; reap must follow.
 func (d *death) startChild(bin string) error {
-	args, err := d.cfg.Args()
-	if err != nil {
-		return err
-	}
-	d.cmd = exec.Command(bin, append([]string{ChildCommand}, args...)...)
-	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
-	// Wait also waits for the output copy, which only ends when every
-	// holder of the pipe closes it; the child starts no processes, but a
-	// bound costs nothing.
-	d.cmd.WaitDelay = 10 * time.Second
-	if err := d.cmd.Start(); err != nil {
-		return fmt.Errorf("start child controller: %w", err)
-	}
-	d.exited = make(chan error, 1)
-	go func() { d.exited <- d.cmd.Wait() }()
-	return nil
+	var err error
+	d.child, err = startChildProc(bin, d.cfg)
+	return err
 }
 
 // reap kills and waits for a child that kill did not reap.
-func (d *death) reap() {
-	if !d.reaped {
-		_ = d.cmd.Process.Kill()
-		<-d.exited
-	}
-}
+func (d *death) reap() { d.child.reap() }
 
 // awaitCheckpoint waits for the child's marker, its early end, the startup
 // deadline (plus 30 s) or ctx, and records which.
@@ -541,7 +518,7 @@ func (d *death) awaitCheckpoint(ctx context.Context) {
 	defer func() { d.row.Persisted = d.marker.Persisted }()
 	for {
 		select {
-		case err := <-d.exited:
+		case err := <-d.child.exited:
 			d.exitedEarly = true
 			d.early = fmt.Errorf("child exited before its checkpoint: %v", err)
 			if err == nil {
@@ -599,20 +576,12 @@ func (d *death) observeAtDeath(cctx context.Context) error {
 // deadline), reaps the child and checks it blocked at its checkpoint and
 // died of the signal.
 func (d *death) kill() {
-	if !d.exitedEarly {
-		_ = d.cmd.Process.Signal(syscall.SIGKILL)
-		<-d.exited
-	}
-	d.reaped = true
-	killed := false
-	if ws, ok := d.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-		killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
-	}
+	killed := d.child.kill(d.exitedEarly)
 	d.rec.Check(d.name("child blocked at its checkpoint and died of SIGKILL"), "marker written; killed by SIGKILL",
-		fmt.Sprintf("marker %t (%d persisted); %s; %s", d.blocked, d.marker.Persisted, d.cmd.ProcessState, errText(d.early)),
+		fmt.Sprintf("marker %t (%d persisted); %s; %s", d.blocked, d.marker.Persisted, d.child.cmd.ProcessState, errText(d.early)),
 		d.blocked && killed && d.early == nil)
 	if !d.blocked {
-		d.rec.Observe(d.name("child output"), d.out.String())
+		d.rec.Observe(d.name("child output"), d.child.out.String())
 	}
 }
 
