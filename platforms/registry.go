@@ -320,15 +320,25 @@ func checkDistinct(at string, rows []Row) []string {
 	return out
 }
 
-// Validate checks the registry against the embedded profiles: Check, and
-// every profile has a platform. It returns *Error.
-func Validate() error { return validate(registry, profiles.Names()) }
+// Validate checks the registry against the embedded profiles: Check,
+// every platform's profile loads (profiles.Load), and every profile has a
+// platform. It returns *Error.
+func Validate() error {
+	return validate(registry, profiles.Names(), func(name string) error { _, err := profiles.Load(name); return err })
+}
 
-func validate(all []Platform, names []string) error {
+func validate(all []Platform, names []string, load func(string) error) error {
 	err := Check(all, names)
 	var problems []string
 	if e, ok := err.(*Error); ok {
 		problems = e.Problems
+	}
+	for _, p := range all {
+		if slices.Contains(names, p.Profile) {
+			if err := load(p.Profile); err != nil {
+				problems = append(problems, fmt.Sprintf("platform %s: %v", p.Profile, err))
+			}
+		}
 	}
 	for _, n := range names {
 		if !slices.ContainsFunc(all, func(p Platform) bool { return p.Profile == n }) {

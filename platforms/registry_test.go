@@ -25,10 +25,24 @@ func TestRegistryIsValid(t *testing.T) {
 // A profile without a platform is named, with where to add it.
 func TestValidateNamesAProfileWithoutPlatform(t *testing.T) {
 	names := append(profiles.Names(), "linux-riscv64")
-	err := validate(All(), names)
+	err := validate(All(), names, func(string) error { return nil })
 	var e *Error
 	assert.Assert(t, errors.As(err, &e), "%v", err)
 	assert.DeepEqual(t, e.Problems, []string{`profile linux-riscv64 has no platform: add one (README.md "Adding a host row")`})
+}
+
+// A platform whose profile does not load is named with the profile's
+// error.
+func TestValidateNamesAProfileThatDoesNotLoad(t *testing.T) {
+	err := validate(All(), profiles.Names(), func(name string) error {
+		if name == "linux-arm64" {
+			return errors.New("profiles: linux-arm64.yaml: qualification.status: \"unqualified\", want one of [\"pending\" \"qualified\"]")
+		}
+		return nil
+	})
+	var e *Error
+	assert.Assert(t, errors.As(err, &e), "%v", err)
+	assert.DeepEqual(t, e.Problems, []string{`platform linux-arm64: profiles: linux-arm64.yaml: qualification.status: "unqualified", want one of ["pending" "qualified"]`})
 }
 
 // Each inconsistency Check exists for is caught, naming the platform and

@@ -300,6 +300,12 @@ func TestLaneRowsAndTrustAgreeAcrossPolicies(t *testing.T) {
 		}
 		c := ci.Requirement.Rows[i]
 		r.Pinned, c.Pinned = nil, nil
+		// CI pins the OCI runtime its own runs' reports record; the
+		// committed reports predate it, so the release gate cannot.
+		if r.Runtime == "" {
+			assert.Check(t, is.Equal(c.Runtime, "runc"), "row %s", r.Name)
+			c.Runtime = ""
+		}
 		// CI may hold a required row informational (a row its workflow
 		// runs only when dispatched), never the reverse.
 		if c.Informational && !r.Informational {

@@ -14,6 +14,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/platforms"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
@@ -54,8 +55,14 @@ func TestGeneratedPoliciesLoad(t *testing.T) {
 				sum, err := evidence.FileSHA256(filepath.Join(repoRoot, "manifests", e.Manifest))
 				assert.NilError(t, err)
 				tu := e.Tuple
+				runtime := ""
+				if p.PinRuntime {
+					prof, err := profiles.Load(e.Profile)
+					assert.NilError(t, err)
+					runtime = prof.Runtime
+				}
 				want = append(want, evidence.Row{Name: e.Name, Informational: req == platforms.Informational, Profile: e.Profile,
-					Engine: tu.Engine, EngineCommit: tu.EngineCommit, Containerd: tu.Containerd, Runc: tu.Runc, StorageDriver: tu.StorageDriver,
+					Engine: tu.Engine, EngineCommit: tu.EngineCommit, Containerd: tu.Containerd, Runc: tu.Runc, StorageDriver: tu.StorageDriver, Runtime: runtime,
 					ControllerOS: tu.ControllerOS, ControllerArch: tu.ControllerArch, OperatingSystem: tu.OperatingSystem,
 					Manifests: []string{sum}, Scenarios: e.Required()})
 				signed[e.Engine.Signer()] = append(signed[e.Engine.Signer()], e.Name)

@@ -29,6 +29,7 @@ daemon:
   desktop: false
 image:
   architecture: amd64
+runtime: runc
 cgroup:
   version: 2
   driver: systemd
@@ -47,7 +48,7 @@ datasets:
   storageDriver: overlayfs
   driverType: io.containerd.snapshotter.v1
 qualification:
-  status: unqualified
+  status: pending
   note: An example.
 `
 	newPlatform = `package platforms
@@ -138,7 +139,7 @@ func TestANewProfileTakesThreeFiles(t *testing.T) {
 	assert.Check(t, is.Contains(m, "      reject: [linux-x64-cgroupv1]\n"))
 	assert.Check(t, is.Contains(m, "  - name: desktop-admission\n"))
 	ci := read(".github/gate-policy.yaml")
-	assert.Check(t, is.Contains(ci, "  # The example host, self-hosted.\n  - name: example-host\n    profile: linux-x64-example\n    required: false\n    operatingSystem: Example\n    manifests: [../manifests/linux-x64-example.yaml]\n"))
+	assert.Check(t, is.Contains(ci, "  # The example host, self-hosted.\n  - name: example-host\n    profile: linux-x64-example\n    required: false\n    runtime: runc\n    operatingSystem: Example\n    manifests: [../manifests/linux-x64-example.yaml]\n"))
 	assert.Check(t, is.Contains(ci, ", lane-d-emulated-amd64, example-host] # generated: signer lane-host\n"))
 	wf := read(".github/workflows/qualify.yml")
 	assert.Check(t, is.Contains(wf, "          - row: example-host\n            profile: linux-x64-example\n            manifest: manifests/linux-x64-example.yaml\n"+

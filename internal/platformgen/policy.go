@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/qualbox/qualbox/platforms"
+	"github.com/qualbox/qualbox/profiles"
 )
 
 // gatePolicy is one gate policy file and how it holds a row.
@@ -20,6 +21,10 @@ type gatePolicy struct {
 	// Note returns a comment line the policy adds below the row's About,
 	// or "".
 	Note func(platforms.Row) string
+	// PinRuntime pins each row's OCI runtime, its profile's: only reports
+	// that record the runtime (Run.Runtime) can match such a row, which
+	// the committed reports made before it was recorded do not.
+	PinRuntime bool
 }
 
 // policies are the two gate policies: CI's, over each workflow run's
@@ -30,8 +35,8 @@ var policies = []gatePolicy{
 			return "The workflow runs it only when dispatched."
 		}
 		return ""
-	}},
-	{"reports/gate-policy.yaml", func(r platforms.Row) platforms.Requirement { return r.ReleaseGate }, func(platforms.Row) string { return "" }},
+	}, true},
+	{"reports/gate-policy.yaml", func(r platforms.Row) platforms.Requirement { return r.ReleaseGate }, func(platforms.Row) string { return "" }, false},
 }
 
 // renderPolicy returns the policy file src with its generated rows region
@@ -52,9 +57,17 @@ func renderPolicy(p gatePolicy, src []byte, entries []platforms.Entry) ([]byte, 
 		if t.Engine != "" {
 			fmt.Fprintf(&b, "  engine: %s\n", strconv.Quote(t.Engine))
 		}
+		runtime := ""
+		if p.PinRuntime {
+			prof, err := profiles.Load(e.Profile)
+			if err != nil {
+				return nil, fmt.Errorf("row %s: %w", e.Name, err)
+			}
+			runtime = prof.Runtime
+		}
 		for _, f := range [][2]string{
 			{"engineCommit", t.EngineCommit}, {"containerd", t.Containerd}, {"runc", t.Runc}, {"storageDriver", t.StorageDriver},
-			{"operatingSystem", t.OperatingSystem}, {"controllerOS", t.ControllerOS}, {"controllerArch", t.ControllerArch},
+			{"runtime", runtime}, {"operatingSystem", t.OperatingSystem}, {"controllerOS", t.ControllerOS}, {"controllerArch", t.ControllerArch},
 		} {
 			if f[1] != "" {
 				fmt.Fprintf(&b, "  %s: %s\n", f[0], scalar(f[1]))

@@ -26,11 +26,15 @@ func renderWorkflow(src []byte, entries []platforms.Entry) ([]byte, error) {
 	}
 	for _, e := range entries {
 		b := bodies[e.Engine.Job()]
+		p, err := profiles.Load(e.Profile)
+		if err != nil {
+			return nil, fmt.Errorf("row %s: %w", e.Name, err)
+		}
 		when := "every run"
 		if e.DispatchOnly {
 			when = "only when the workflow is dispatched"
 		}
-		comment(b, "", e.Engine.String()+"; "+when+".")
+		comment(b, "", e.Engine.String()+", OCI runtime "+p.Runtime+"; "+when+".")
 		fmt.Fprintf(b, "- row: %s\n  profile: %s\n  manifest: manifests/%s\n  runner: '%s'\n", e.Name, e.Profile, e.Manifest, runnerJSON(e.Runner))
 		switch u := e.Engine; u.Kind {
 		case platforms.Guest:
@@ -50,10 +54,6 @@ func renderWorkflow(src []byte, entries []platforms.Entry) ([]byte, error) {
 		case platforms.Hosted:
 			fmt.Fprintf(b, "  engine: hosted\n  docker-ce: %s\n", scalar(u.DockerCE))
 		case platforms.Desktop:
-			p, err := profiles.Load(e.Profile)
-			if err != nil {
-				return nil, fmt.Errorf("row %s: %w", e.Name, err)
-			}
 			fmt.Fprintf(b, "  arch: %s\n", p.Image.Architecture)
 		}
 	}
