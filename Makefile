@@ -17,7 +17,7 @@ KEYS    ?= /var/lib/qualbox/keys
 # only with -buildvcs=true, which fails outside a checkout (a tarball).
 QUALIFY_GOFLAGS ?= $(if $(wildcard .git),-buildvcs=true,-buildvcs=false)
 
-.PHONY: cross fuzz release test test-hermetic test-lane-b test-lane-c test-lane-d qualify qualify-lane-b qualify-linux-x64 qualify-linux-arm64 lanec-image laned-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-external verify-key gate matrix report-png
+.PHONY: cross fuzz generate release test test-hermetic test-lane-b test-lane-c test-lane-d qualify qualify-lane-b qualify-linux-x64 qualify-linux-arm64 lanec-image laned-image tuple engine engine-down engine-b engine-b-down bench bench-transfer lint verify verify-external verify-key gate matrix report-png
 
 engine:
 	@scripts/engine.sh up
@@ -141,6 +141,12 @@ BUSYBOX_$(shell $(GO) env GOHOSTARCH | tr a-z A-Z) ?= $(wildcard /bin/busybox)
 release:
 	$(GO) run ./internal/release/mkrelease -version '$(VERSION)' -out dist \
 		$(if $(BUSYBOX_AMD64),-busybox-amd64 '$(BUSYBOX_AMD64)') $(if $(BUSYBOX_ARM64),-busybox-arm64 '$(BUSYBOX_ARM64)')
+
+## generate: write what the platform registry (platforms/) generates: manifests/*.yaml, the rows of both gate
+## policies, the row matrices of .github/workflows/qualify.yml and .github/actionlint.yaml's runner labels
+## (internal/platformgen; README.md "Adding a host row"). Commit what it writes.
+generate:
+	$(GO) run ./internal/platformgen
 
 ## lint: formatting, vet and staticcheck across the module.
 lint:

@@ -97,8 +97,11 @@ func (b *Backend) workloadSpec(record sandboxapi.RecoveryRecord, policy sandboxa
 			SecurityOpt:    []string{"no-new-privileges:true"},
 			IpcMode:        "private",
 			CgroupnsMode:   "private",
-			NetworkMode:    container.NetworkMode(expectedNetworkMode(policy, role, networkID)),
-			RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+			// The profile's OCI runtime, by name: never the daemon's default,
+			// which its configuration may change (docs/contract.md#profiles-and-admission).
+			Runtime:       b.profile.Runtime,
+			NetworkMode:   container.NetworkMode(expectedNetworkMode(policy, role, networkID)),
+			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 			Resources: container.Resources{
 				NanoCPUs:   nano,
 				Memory:     policy.Resources.MemoryBytes,
@@ -276,7 +279,7 @@ func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi
 	d.check("HostConfig.RestartPolicy.MaximumRetryCount", 0, host.RestartPolicy.MaximumRetryCount)
 	d.check("HostConfig.AutoRemove", false, host.AutoRemove)
 	d.check("HostConfig.Tmpfs", want.host.Tmpfs, host.Tmpfs)
-	d.checkEmpty("HostConfig.Runtime", strings.TrimPrefix(host.Runtime, "runc"))
+	d.check("HostConfig.Runtime", want.host.Runtime, host.Runtime)
 	verifyMounts(&d, c, want.host.Mounts)
 
 	if role == sandboxapi.RoleExport {

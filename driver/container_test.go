@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/sandboxapi"
 )
@@ -87,6 +88,46 @@ func TestVerifyContainerReportsEveryDifference(t *testing.T) {
 	}
 	var unsupported *sandboxapi.UnsupportedError
 	assert.Check(t, errors.As(err, &unsupported))
+}
+
+// Both containers request the profile's OCI runtime by name, and a
+// readback under any other runtime is a ReadbackError naming
+// HostConfig.Runtime: another runtime, or none (an Engine that left it to
+// its default). The inspections are synthetic Engine replies (readback):
+// no real Engine answers a runtime other than the one requested. With the
+// profile naming another runtime, the request and the comparison follow
+// it, so runc is refused there.
+func TestRuntimeReadbackFollowsTheProfile(t *testing.T) {
+	b := testBackend(t)
+	assert.Equal(t, b.profile.Runtime, "runc")
+	policy := testPolicy()
+	record := newRecoveryRecord(&b.cfg, b.ns, b.profile.BackendRevision, policy)
+	for _, role := range []sandboxapi.Role{sandboxapi.RoleCompute, sandboxapi.RoleExport} {
+		spec := b.workloadSpec(record, policy, role, "vol", "")
+		assert.Check(t, is.Equal(spec.host.Runtime, "runc"), role)
+		started := role == sandboxapi.RoleCompute
+		assert.NilError(t, b.verifyContainer(readback(b, spec, "x", started), record, policy, role, "vol", "", started))
+		for got, want := range map[string]string{"runsc": `HostConfig.Runtime: want "runc", got "runsc"`, "": `HostConfig.Runtime: want "runc", got ""`} {
+			c := readback(b, spec, "x", started)
+			c.HostConfig.Runtime = got
+			err := b.verifyContainer(c, record, policy, role, "vol", "", started)
+			var rb *ReadbackError
+			assert.Assert(t, errors.As(err, &rb), "%s under %q: got %v", role, got, err)
+			assert.Check(t, is.DeepEqual(rb.Differences, []string{want}))
+			var unsupported *sandboxapi.UnsupportedError
+			assert.Check(t, errors.As(err, &unsupported))
+		}
+	}
+
+	b.profile.Runtime = "io.containerd.runc.v2"
+	spec := b.workloadSpec(record, policy, sandboxapi.RoleCompute, "vol", "")
+	assert.Check(t, is.Equal(spec.host.Runtime, "io.containerd.runc.v2"))
+	c := readback(b, spec, "x", true)
+	assert.NilError(t, b.verifyContainer(c, record, policy, sandboxapi.RoleCompute, "vol", "", true))
+	c.HostConfig.Runtime = "runc"
+	var rb *ReadbackError
+	assert.Assert(t, errors.As(b.verifyContainer(c, record, policy, sandboxapi.RoleCompute, "vol", "", true), &rb))
+	assert.Check(t, is.DeepEqual(rb.Differences, []string{`HostConfig.Runtime: want "io.containerd.runc.v2", got "runc"`}))
 }
 
 func TestExportAccessorMustNeverStart(t *testing.T) {

@@ -21,6 +21,7 @@ type document struct {
 	Controller      *platformDoc      `yaml:"controller"`
 	Daemon          *daemonDoc        `yaml:"daemon"`
 	Image           *imageDoc         `yaml:"image"`
+	Runtime         *string           `yaml:"runtime"`
 	Cgroup          *cgroupDoc        `yaml:"cgroup"`
 	AppArmor        *appArmorDoc      `yaml:"appArmor"`
 	Seccomp         *seccompDoc       `yaml:"seccomp"`
@@ -314,6 +315,7 @@ func (d *document) profile(is *issues) Profile {
 	if im := section(is, "image", d.Image); im != nil {
 		p.Image = Image{Architecture: need(is, "image.architecture", im.Architecture)}
 	}
+	p.Runtime = need(is, "runtime", d.Runtime)
 	if c := section(is, "cgroup", d.Cgroup); c != nil {
 		p.Cgroup = Cgroup{
 			Version: need(is, "cgroup.version", c.Version),

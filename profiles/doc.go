@@ -16,6 +16,6 @@
 // one beyond a size bound (bytes, depth, nodes, scalar bytes) a *LimitError.
 //
 // It sits at the bottom of the layering (docs/architecture.md): it must not
-// import the Engine client, sandboxapi, the driver, qualify, testbed or cmd
-// (internal/depcheck).
+// import the Engine client, sandboxapi, the driver, qualify, testbed, cmd
+// or the platform registry that names profiles (internal/depcheck).
 package profiles

@@ -20,6 +20,11 @@ type Profile struct {
 	// Image is the workload image's platform (`image`), checked against the
 	// image inspect's Os ("linux") and Architecture.
 	Image Image
+	// Runtime is the OCI runtime every sandbox container requests as
+	// HostConfig.Runtime and must read back (`runtime`): a name the
+	// Engine's /info Runtimes lists, e.g. "runc"
+	// (docs/contract.md#profiles-and-admission).
+	Runtime string
 	// Cgroup is the Engine's cgroup hierarchy (`cgroup`).
 	Cgroup Cgroup
 	// AppArmor is the AppArmor expectation (`appArmor`).

@@ -48,7 +48,8 @@ func TestReferenceProfiles(t *testing.T) {
 			InfoArchitectures: []string{"amd64", "x86_64"},
 			MinAPIVersion:     "1.52",
 		},
-		Image: Image{Architecture: "amd64"},
+		Image:   Image{Architecture: "amd64"},
+		Runtime: "runc",
 		Cgroup: Cgroup{Version: 2, Driver: "systemd",
 			Namespace: CgroupNamespace{SecurityOption: true, PerContainerReadback: true}},
 		AppArmor: AppArmor{Daemon: AppArmorEnabled, WorkloadProfile: "docker-default"},
@@ -154,6 +155,7 @@ appArmor: {daemon: absent, workloadProfile: ""}
 seccomp: {securityOptions: ["name=seccomp,profile=default"]}
 datasets: {minEngineVersion: 29.1.4, minAPIVersion: "1.48", storageDriver: overlayfs, driverType: io.containerd.snapshotter.v1}
 qualification: {status: pending, note: test document}
+runtime: runc
 `
 
 func TestParseGood(t *testing.T) {
@@ -239,6 +241,16 @@ func TestParseMalformed(t *testing.T) {
 			name: "module build twice",
 			old:  "driverType: io.containerd.snapshotter.v1}", new: "driverType: io.containerd.snapshotter.v1, moduleBuilds: [{module: github.com/moby/moby/v2, version: v2.0.0-beta.24}, {module: github.com/moby/moby/v2, version: v2.0.0-beta.24}]}",
 			issues: []Issue{{Field: "datasets.moduleBuilds[1]", Problem: "github.com/moby/moby/v2@v2.0.0-beta.24 is listed twice"}},
+		},
+		{
+			name: "missing runtime",
+			old:  "runtime: runc\n", new: "",
+			issues: []Issue{{Field: "runtime", Problem: "missing"}},
+		},
+		{
+			name: "runtime with a path",
+			old:  "runtime: runc\n", new: "runtime: /usr/bin/runc\n",
+			issues: []Issue{{Field: "runtime", Problem: `"/usr/bin/runc" is not an OCI runtime name (letters, digits, '_', '.', '-'; at most 64)`}},
 		},
 		{
 			name: "second document",

@@ -18,6 +18,9 @@ var (
 	// release.
 	moduleVersionPattern = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
 	modulePathPattern    = regexp.MustCompile(`^[a-z0-9.-]+(/[A-Za-z0-9._~-]+)+$`)
+	// runtimePattern is an OCI runtime name as dockerd's runtimes
+	// configuration takes one ("runc", "io.containerd.runc.v2", "runsc").
+	runtimePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // Bounds that are facts of the Engine API, not of a profile.
@@ -60,6 +63,9 @@ func validate(name string, p Profile, is *issues) {
 	}
 
 	oneOf(is, "image.architecture", p.Image.Architecture, "amd64", "arm64")
+	if !runtimePattern.MatchString(p.Runtime) {
+		is.add("runtime", "%q is not an OCI runtime name (letters, digits, '_', '.', '-'; at most 64)", p.Runtime)
+	}
 
 	c := p.Cgroup
 	if c.Version != 1 && c.Version != 2 {

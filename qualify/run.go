@@ -22,6 +22,7 @@ import (
 
 	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/internal/exitcode"
+	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
 	"github.com/qualbox/qualbox/qualify/manifest"
@@ -238,6 +239,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		actx, cancel := context.WithTimeout(ctx, time.Duration(m.Policy.Deadlines.StartupMs)*time.Millisecond)
 		run.Admission, run.Engine = admitHeader(actx, m, cfg.ImageID, out)
 		cancel()
+		// Every sandbox of the run requests its profile's runtime and
+		// reads it back (driver.Backend).
+		if prof, err := profiles.Load(m.Profile); err == nil {
+			run.Runtime = prof.Runtime
+		}
 	}
 	run.Tuple = evidence.TupleOf(run)
 	posture := evidence.PostureOf(run, nil)

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"gotest.tools/v3/assert"
 
+	"github.com/qualbox/qualbox/platforms"
 	"github.com/qualbox/qualbox/profiles"
 )
 
@@ -121,12 +122,20 @@ func readRepo(t *testing.T, name string) []byte {
 	return data
 }
 
-// Every profile has a CI row, every CI row a profile and a gate policy
-// row with the same profile and manifest (README.md "Adding a host row").
+// The workflow runs the registry's rows (platforms/, README.md "Adding a
+// host row"), each with its profile and manifest; every profile has a CI
+// row, every CI row a profile and a gate policy row with the same profile
+// and manifest.
 func TestWorkflowRowsMatchProfiles(t *testing.T) {
 	workflow, policy := readRepo(t, ".github/workflows/qualify.yml"), readRepo(t, ".github/gate-policy.yaml")
 	rows, err := workflowRows(workflow)
 	assert.NilError(t, err)
+	var want []workflowRow
+	for _, e := range platforms.Rows() {
+		want = append(want, workflowRow{e.Name, e.Profile, "manifests/" + e.Manifest})
+	}
+	sort.Slice(want, func(i, k int) bool { return want[i].Name < want[k].Name })
+	assert.DeepEqual(t, rows, want)
 	assert.Assert(t, len(rows) >= len(profiles.Names()), "rows: %v", rows)
 	assert.DeepEqual(t, checkRows(workflow, policy, ".github", profiles.Names()), []string(nil))
 }

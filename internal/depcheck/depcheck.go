@@ -49,7 +49,11 @@ var Layering = layering()
 func layering() []Rule {
 	rules := []Rule{
 		{Package: Module + "/sandboxapi", Forbidden: []string{"github.com/moby/", "github.com/docker/", Module + "/driver", Module + "/qualify", Module + "/profiles", Module + "/testbed", Module + "/cmd"}},
-		{Package: Module + "/profiles", Forbidden: []string{"github.com/moby/", Module + "/driver", Module + "/qualify", Module + "/sandboxapi", Module + "/testbed", Module + "/cmd"}},
+		{Package: Module + "/profiles", Forbidden: []string{"github.com/moby/", Module + "/driver", Module + "/qualify", Module + "/sandboxapi", Module + "/testbed", Module + "/cmd", Module + "/platforms"}},
+		// The platform registry is data above the profiles it names: the
+		// generator (internal/platformgen) and every layer's tests read it,
+		// so it reaches nothing but profiles.
+		{Package: Module + "/platforms", Forbidden: []string{"github.com/moby/", "github.com/docker/", Module + "/driver", Module + "/qualify", Module + "/sandboxapi", Module + "/testbed", Module + "/cmd", Module + "/internal"}},
 		{Package: Module + "/testbed", Forbidden: []string{Module + "/driver", Module + "/qualify", Module + "/cmd"}},
 	}
 	for _, in := range Instruments {

@@ -113,6 +113,23 @@ func TestCheckPackagesInstrumentsSitBelowTheDriver(t *testing.T) {
 	})
 }
 
+// The platform registry sits just above the profiles: a registry that
+// imports the harness (say, to validate scenario names) is caught, and
+// so is a profile that reads the registry; the harness's tests may read
+// it.
+func TestCheckPackagesPlatformsSitAboveProfiles(t *testing.T) {
+	pkgs := []Package{
+		{ImportPath: Module + "/platforms", Deps: []string{Module + "/profiles", Module + "/qualify/scenario"}},
+		{ImportPath: Module + "/profiles", Test: true, Deps: []string{Module + "/platforms"}},
+		{ImportPath: Module + "/qualify/evidence", Test: true, Deps: []string{Module + "/platforms", Module + "/profiles"}},
+		{ImportPath: Module + "/driver", Test: true, Deps: []string{Module + "/platforms"}},
+	}
+	assert.DeepEqual(t, CheckPackages(pkgs, Layering, TestOnly), []string{
+		Module + "/platforms depends on " + Module + "/qualify/scenario (forbidden: " + Module + "/qualify)",
+		Module + "/profiles (test) depends on " + Module + "/platforms (forbidden: " + Module + "/platforms)",
+	})
+}
+
 // Every package under testbed/ is test support: a shipped binary linking
 // any of them is refused, not only the ones listed by name.
 func TestCheckShippedRefusesAnyTestbedPackage(t *testing.T) {

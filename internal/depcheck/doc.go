@@ -1,5 +1,6 @@
 // Package depcheck keeps the package layering of docs/architecture.md:
-// the contract (sandboxapi), the profile data (profiles), the harness's
+// the contract (sandboxapi), the profile data (profiles) and the platform
+// registry over it (platforms), the harness's
 // instruments (Instruments: the guest image, the fault proxy, the synthetic
 // Engine, the dataset fixture, the archive corpus) and the test support
 // (testbed) at the bottom, the driver above them, the rest of the harness

@@ -10,6 +10,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/platforms"
 	"github.com/qualbox/qualbox/profiles"
 )
 
@@ -50,16 +51,27 @@ func stepNamed(t *testing.T, j wfJob, name string) wfStep {
 	return wfStep{}
 }
 
-// The hosted linux-x64 row installs the pinned reference Engine from
-// Docker's repository, checks its key's fingerprint, and refuses an Engine
-// below the API the linux-x64 profile admits (docs/lanes.md#hosted-runners).
+// The hosted rows install the pinned reference Engine, Docker Engine
+// 29.1.3, from Docker's repository (the version the registry gives each,
+// in its matrix entry), check its key's fingerprint, and refuse an
+// Engine below the API their profiles admit (docs/lanes.md#hosted-runners).
 func TestHostedRowInstallsTheReferenceEngine(t *testing.T) {
 	engine := stepNamed(t, qualifyWorkflow(t)["report"], "Engine")
-	assert.Check(t, is.Equal(engine.Env["DOCKER_VERSION"], "5:29.1.3-1~ubuntu.24.04~noble"))
+	assert.Check(t, is.Equal(engine.Env["DOCKER_VERSION"], "${{ matrix.docker-ce }}"))
 	assert.Check(t, is.Equal(engine.Env["DOCKER_KEY_FPR"], "9DC858229FC7DD38854AE2D88D81803C0EBFCD88"))
-	p, err := profiles.Load("linux-x64")
-	assert.NilError(t, err)
-	assert.Check(t, is.Equal(engine.Env["MIN_API"], p.Daemon.MinAPIVersion), "the API check differs from the profile's minAPIVersion")
+	hosted := 0
+	for _, e := range platforms.Rows() {
+		if e.Engine.Kind != platforms.Hosted {
+			continue
+		}
+		hosted++
+		assert.Check(t, is.Equal(e.Engine.DockerCE, "5:29.1.3-1~ubuntu.24.04~noble"), e.Name)
+		assert.Check(t, is.Equal(e.Engine.Job(), "report"), e.Name)
+		p, err := profiles.Load(e.Profile)
+		assert.NilError(t, err)
+		assert.Check(t, is.Equal(engine.Env["MIN_API"], p.Daemon.MinAPIVersion), "row %s: the API check differs from profile %s's minAPIVersion", e.Name, e.Profile)
+	}
+	assert.Check(t, hosted >= 2, "hosted rows: %d", hosted)
 	for _, want := range []string{
 		`"docker-ce=$DOCKER_VERSION" "docker-ce-cli=$DOCKER_VERSION" containerd.io`,
 		`if [ "$fprs" != "$DOCKER_KEY_FPR" ]; then`,

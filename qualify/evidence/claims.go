@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qualbox/qualbox/driver"
@@ -63,6 +64,12 @@ func hostProblems(r *Run) []string {
 		out = append(out, "admission ok without Engine facts")
 	case !noFacts && len(a.Checks) == 0 && a.Error == "":
 		out = append(out, "Engine facts recorded without an admission")
+	}
+	if r.Runtime != "" && r.Runtime != prof.Runtime {
+		out = append(out, fmt.Sprintf("OCI runtime %q contradicts profile %s, whose sandboxes request %q", r.Runtime, prof.Name, prof.Runtime))
+	}
+	if r.Runtime != "" && len(r.Engine.Runtimes) > 0 && !slices.ContainsFunc(r.Engine.Runtimes, func(nv string) bool { return strings.SplitN(nv, "=", 2)[0] == r.Runtime }) {
+		out = append(out, fmt.Sprintf("OCI runtime %q is not one the Engine lists (%s)", r.Runtime, strings.Join(r.Engine.Runtimes, ", ")))
 	}
 	recorded := map[string]driver.Check{}
 	for _, c := range a.Checks {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
@@ -169,6 +170,10 @@ func TestForgedHostFactsAreRefused(t *testing.T) {
 			func(r *evidence.Run) { failCheck(r, "/info CgroupVersion") }},
 		{"ok admission with an error", `admission ok, but with error "boom"`, func(r *evidence.Run) { r.Admission.Error = "boom" }},
 		{"Engine facts without an admission", "Engine facts recorded without an admission", func(r *evidence.Run) { r.Admission = evidence.Admission{} }},
+		{"OCI runtime other than the profile's", `OCI runtime "runsc" contradicts profile linux-x64-cgroupv1, whose sandboxes request "runc"`,
+			func(r *evidence.Run) { r.Runtime = "runsc" }},
+		{"OCI runtime the Engine does not list", `OCI runtime "runc" is not one the Engine lists (crun=/usr/bin/crun)`,
+			func(r *evidence.Run) { r.Runtime, r.Engine.Runtimes = "runc", []string{"crun=/usr/bin/crun"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, keys := passedFixture(t, nil)
@@ -189,6 +194,16 @@ func TestForgedHostFactsAreRefused(t *testing.T) {
 	s, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
 	assert.NilError(t, err)
 	assert.Equal(t, s.Run.Verdict.String(), "failed (admission refused: driver: Engine does not match profile linux-x64-cgroupv1)")
+
+	// The profile's runtime, listed by the Engine, is in the tuple.
+	dir, keys = passedFixture(t, func(r *evidence.Run) {
+		r.Runtime, r.Engine.Runtimes = "runc", []string{"io.containerd.runc.v2=io.containerd.runc.v2", "runc=runc"}
+		r.Tuple = evidence.TupleOf(r)
+	})
+	s, err = evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+	assert.NilError(t, err)
+	assert.Equal(t, s.Run.Tuple.Runtime, "runc")
+	assert.Check(t, is.Contains(s.Run.Tuple.Lines()[3], "OCI runtime: runc; containerd: "))
 }
 
 // failCheck records the admission check name of r as failed.

@@ -298,6 +298,11 @@ type Run struct {
 	// lane, the lane C guest, a hosted runner) it is the Engine's host.
 	Host   *Host              `json:"host,omitempty"`
 	Engine driver.EngineFacts `json:"engine"`
+	// Runtime is the OCI runtime every sandbox of the run requested and
+	// read back (HostConfig.Runtime): the profile's `runtime`, e.g. "runc".
+	// Empty in a run without an Engine and in reports made before it was
+	// recorded.
+	Runtime string `json:"runtime,omitempty"`
 	// EngineBuild says how the Engine was built, as the operator recorded
 	// it (`qualify run --engine-build`; lane C gives its Engine tuple's
 	// VERSIONS, docs/lanes.md#engine-tuples): one line per binary. It is a

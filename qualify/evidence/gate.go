@@ -39,6 +39,10 @@ type Row struct {
 	Containerd    string `yaml:"containerd,omitempty" json:"containerd,omitempty"`
 	Runc          string `yaml:"runc,omitempty" json:"runc,omitempty"`
 	StorageDriver string `yaml:"storageDriver,omitempty" json:"storageDriver,omitempty"`
+	// Runtime, when set, must equal the tuple's OCI runtime (the profile's
+	// runtime the run's sandboxes requested and read back, "runc"); a
+	// report made before tuples recorded it has none and does not match.
+	Runtime string `yaml:"runtime,omitempty" json:"runtime,omitempty"`
 	// ControllerOS and ControllerArch, when set, must equal the tuple's
 	// (GOOS and GOARCH of the controller, e.g. darwin/arm64).
 	ControllerOS   string `yaml:"controllerOS,omitempty" json:"controllerOS,omitempty"`
@@ -67,7 +71,7 @@ func (r Row) Matches(t Tuple) bool {
 	return t.Profile == r.Profile &&
 		engineMatches(r.Engine, t.EngineVersion) &&
 		exact(r.EngineCommit, t.EngineCommit) && exact(r.Containerd, t.Containerd) &&
-		exact(r.Runc, t.Runc) && exact(r.StorageDriver, t.StorageDriver) &&
+		exact(r.Runc, t.Runc) && exact(r.StorageDriver, t.StorageDriver) && exact(r.Runtime, t.Runtime) &&
 		(r.ControllerOS == "" || t.ControllerOS == r.ControllerOS) &&
 		(r.ControllerArch == "" || t.ControllerArch == r.ControllerArch) &&
 		(r.CgroupVersion == "" || t.CgroupVersion == r.CgroupVersion) &&
@@ -89,7 +93,7 @@ func engineMatches(want, version string) bool {
 func (r Row) String() string {
 	s := fmt.Sprintf("row %s (profile %s", r.Name, r.Profile)
 	for _, f := range [][2]string{{"engine", r.Engine}, {"engine commit", r.EngineCommit}, {"containerd", r.Containerd}, {"runc", r.Runc},
-		{"storage", r.StorageDriver}, {"controller os", r.ControllerOS}, {"controller arch", r.ControllerArch}, {"cgroup v", r.CgroupVersion}, {"os", r.OperatingSystem}} {
+		{"storage", r.StorageDriver}, {"runtime", r.Runtime}, {"controller os", r.ControllerOS}, {"controller arch", r.ControllerArch}, {"cgroup v", r.CgroupVersion}, {"os", r.OperatingSystem}} {
 		if f[1] != "" {
 			s += ", " + f[0] + " " + f[1]
 		}

@@ -319,6 +319,7 @@ func TestDesktopRowRequiresItsManifestsScenarios(t *testing.T) {
 			CatalogueVersion: pin.Version, CatalogueSHA256: pin.SHA256}
 		return passedReport(t, h, func(r *evidence.Run) {
 			r.Profile, r.Controller.OS, r.Controller.Arch = row.Profile, "darwin", "arm64"
+			r.Runtime = "runc" // the row pins the profile's runtime
 			e := &r.Engine
 			e.OperatingSystem, e.CgroupVersion, e.CgroupDriver = "Docker Desktop", "2", "cgroupfs"
 			e.Arch, e.Architecture, e.APIVersion, e.MinAPIVersion = "arm64", "aarch64", "1.52", "1.24"
@@ -340,7 +341,7 @@ func TestDesktopRowRequiresItsManifestsScenarios(t *testing.T) {
 	}
 	assert.DeepEqual(t, gate(desktop("")), []string(nil))
 	missing := desktop("datasets")
-	assert.DeepEqual(t, gate(missing), []string{"report " + missing.Dir + ": row desktop-native-arm64 (profile desktop-apple-virtualization-native-arm64, controller os darwin, controller arch arm64): required scenario datasets was not run"})
+	assert.DeepEqual(t, gate(missing), []string{"report " + missing.Dir + ": row desktop-native-arm64 (profile desktop-apple-virtualization-native-arm64, runtime runc, controller os darwin, controller arch arm64): required scenario datasets was not run"})
 }
 
 // A row pinned to one Engine tuple matches exactly that tuple: an exact
@@ -370,4 +371,21 @@ func TestRowPinsOneEngineTuple(t *testing.T) {
 	assert.Check(t, series.Matches(evidence.Tuple{Profile: "linux-x64", EngineVersion: "20.10.24+dfsg1"}))
 	assert.Check(t, !series.Matches(evidence.Tuple{Profile: "linux-x64", EngineVersion: "20.1.0"}))
 	assert.Check(t, is.Contains(ref.String(), "engine 29.1.4, engine commit 08440b6, containerd 301b2dac98f1"))
+}
+
+// A row that pins the OCI runtime matches only a tuple that records that
+// runtime: not one under another runtime, nor a report made before
+// tuples recorded it; a row without the pin matches either.
+func TestRowRuntimePin(t *testing.T) {
+	row := evidence.Row{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Runtime: "runc"}
+	tu := evidence.Tuple{Profile: "linux-x64-cgroupv1", EngineVersion: "20.10.24+dfsg1", Runtime: "runc"}
+	assert.Check(t, row.Matches(tu))
+	assert.Check(t, is.Equal(row.String(), "row lane-a (profile linux-x64-cgroupv1, engine 20.10., runtime runc)"))
+	for _, other := range []string{"runsc", ""} {
+		tu.Runtime = other
+		assert.Check(t, !row.Matches(tu), "runtime %q", other)
+	}
+	assert.Check(t, !strings.Contains(strings.Join(tu.Lines(), "\n"), "runtime:"), "a tuple without a runtime has no runtime line: %v", tu.Lines())
+	row.Runtime = ""
+	assert.Check(t, row.Matches(tu))
 }

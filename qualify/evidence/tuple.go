@@ -16,8 +16,11 @@ type Tuple struct {
 	EngineAPI      string `json:"engineAPIVersion"`
 	EngineCommit   string `json:"engineCommit"`
 	// Containerd and Runc are the versions (commits) /info reports.
-	Containerd      string `json:"containerd"`
-	Runc            string `json:"runc"`
+	Containerd string `json:"containerd"`
+	Runc       string `json:"runc"`
+	// Runtime is the OCI runtime the run's sandboxes ran under (Run.Runtime);
+	// empty in reports made before it was recorded.
+	Runtime         string `json:"runtime,omitempty"`
 	Kernel          string `json:"kernel"`
 	OperatingSystem string `json:"operatingSystem"`
 	CgroupVersion   string `json:"cgroupVersion"`
@@ -34,7 +37,7 @@ func TupleOf(r *Run) Tuple {
 	t := Tuple{
 		Profile: r.Profile, ControllerOS: r.Controller.OS, ControllerArch: r.Controller.Arch, GoVersion: r.Controller.GoVersion,
 		EngineVersion: e.Version, EngineAPI: e.APIVersion, EngineCommit: e.GitCommit,
-		Containerd: e.ContainerdCommit, Runc: e.RuncCommit, Kernel: e.KernelVersion, OperatingSystem: e.OperatingSystem,
+		Containerd: e.ContainerdCommit, Runc: e.RuncCommit, Runtime: r.Runtime, Kernel: e.KernelVersion, OperatingSystem: e.OperatingSystem,
 		CgroupVersion: e.CgroupVersion, CgroupDriver: e.CgroupDriver, StorageDriver: e.StorageDriver,
 		Images: []string{}, ManifestSHA256: r.Manifest.SHA256,
 	}
@@ -50,13 +53,18 @@ func (t Tuple) Label() string {
 	return fmt.Sprintf("%s · engine %s/API %s · kernel %s · cgroup v%s/%s", t.Profile, t.EngineVersion, t.EngineAPI, t.Kernel, t.CgroupVersion, t.CgroupDriver)
 }
 
-// Lines renders the tuple as "key: value" lines for report headers.
+// Lines renders the tuple as "key: value" lines for report headers; the
+// runtime line only when the tuple records one.
 func (t Tuple) Lines() []string {
+	components := fmt.Sprintf("containerd: %s, runc: %s", t.Containerd, t.Runc)
+	if t.Runtime != "" {
+		components = fmt.Sprintf("OCI runtime: %s; %s", t.Runtime, components)
+	}
 	return []string{
 		"profile: " + t.Profile,
 		fmt.Sprintf("controller: %s/%s, %s", t.ControllerOS, t.ControllerArch, t.GoVersion),
 		fmt.Sprintf("engine: %s (API %s, commit %s)", t.EngineVersion, t.EngineAPI, t.EngineCommit),
-		fmt.Sprintf("containerd: %s, runc: %s", t.Containerd, t.Runc),
+		components,
 		fmt.Sprintf("kernel: %s (%s)", t.Kernel, t.OperatingSystem),
 		fmt.Sprintf("cgroup: v%s/%s, storage: %s", t.CgroupVersion, t.CgroupDriver, t.StorageDriver),
 		"images: " + strings.Join(t.Images, ", "),

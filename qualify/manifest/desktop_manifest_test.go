@@ -5,21 +5,28 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"github.com/qualbox/qualbox/platforms"
 	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
-// The Mac handoff manifests load, name their Desktop profile and select
-// desktop-admission like every manifest.
+// The Mac handoff manifests (the Desktop rows of platforms/) load, name
+// their Desktop profile and select desktop-admission like every manifest.
 func TestDesktopManifests(t *testing.T) {
-	for _, name := range []string{"desktop-apple-virtualization-native-arm64", "desktop-apple-virtualization-rosetta-amd64"} {
-		m, err := manifest.Load("../../manifests/"+name+".yaml", scenario.Default())
+	n := 0
+	for _, e := range platforms.Rows() {
+		if e.Engine.Kind != platforms.Desktop {
+			continue
+		}
+		n++
+		m, err := manifest.Load("../../manifests/"+e.Manifest, scenario.Default())
 		assert.NilError(t, err)
-		assert.Equal(t, m.Profile, name)
+		assert.Equal(t, m.Profile, e.Profile)
 		var names []string
 		for _, s := range m.Scenarios {
 			names = append(names, s.Name)
 		}
 		assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission"})
 	}
+	assert.Equal(t, n, 2)
 }

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/platforms"
+	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/scenario"
+)
+
+const repoRoot = "../.."
+
+// The committed manifests, gate policy rows, workflow matrices and
+// actionlint labels are exactly what the registry generates: a file
+// edited by hand, or a registry edited without regenerating, fails here
+// naming the file, its first differing line and the command to run.
+func TestCommittedFilesAreGenerated(t *testing.T) {
+	repo := os.DirFS(repoRoot)
+	files, err := generate(repo, platforms.All())
+	assert.NilError(t, err)
+	problems, err := check(repo, files)
+	assert.NilError(t, err)
+	for _, p := range problems {
+		t.Errorf("%s\n\tplatforms/ is the source of these lines: edit it, then run `go run ./internal/platformgen` (make generate) from the repository root and commit what it writes", p)
+	}
+}
+
+// The committed gate policies, loaded as the gate loads them, hold each
+// row as the registry says: profile, requirement, tuple pins, the
+// digest of its manifest and its required scenarios; and each signer's
+// trust entry lists exactly its rows.
+func TestGeneratedPoliciesLoad(t *testing.T) {
+	for _, p := range policies {
+		t.Run(p.File, func(t *testing.T) {
+			lp, err := evidence.LoadPolicy(filepath.Join(repoRoot, p.File), scenario.Default())
+			assert.NilError(t, err)
+			var want []evidence.Row
+			signed := map[platforms.Signer][]string{}
+			for _, e := range platforms.Rows() {
+				req := p.Requirement(e.Row)
+				if req == platforms.Absent {
+					continue
+				}
+				sum, err := evidence.FileSHA256(filepath.Join(repoRoot, "manifests", e.Manifest))
+				assert.NilError(t, err)
+				tu := e.Tuple
+				runtime := ""
+				if p.PinRuntime {
+					prof, err := profiles.Load(e.Profile)
+					assert.NilError(t, err)
+					runtime = prof.Runtime
+				}
+				want = append(want, evidence.Row{Name: e.Name, Informational: req == platforms.Informational, Profile: e.Profile,
+					Engine: tu.Engine, EngineCommit: tu.EngineCommit, Containerd: tu.Containerd, Runc: tu.Runc, StorageDriver: tu.StorageDriver, Runtime: runtime,
+					ControllerOS: tu.ControllerOS, ControllerArch: tu.ControllerArch, OperatingSystem: tu.OperatingSystem,
+					Manifests: []string{sum}, Scenarios: e.Required()})
+				signed[e.Engine.Signer()] = append(signed[e.Engine.Signer()], e.Name)
+			}
+			got := slices.Clone(lp.Requirement.Rows)
+			for i := range got {
+				got[i].Pinned = nil
+			}
+			assert.DeepEqual(t, got, want)
+			src, err := os.ReadFile(filepath.Join(repoRoot, p.File))
+			assert.NilError(t, err)
+			lists := generatedList.FindAllSubmatch(src, -1)
+			assert.Assert(t, len(lists) > 0)
+			for _, m := range lists {
+				signer := platforms.Signer(m[3])
+				i := slices.IndexFunc(lp.Trust, func(e evidence.TrustEntry) bool { return slices.Equal(e.Rows, signed[signer]) })
+				assert.Check(t, i >= 0, "no trust entry of %s lists the rows signer %s signs, %v", p.File, signer, signed[signer])
+			}
+		})
+	}
+}
+
+// repoFiles is the part of the repository generate reads and check
+// compares, as an in-memory file system.
+func repoFiles(t *testing.T) fstest.MapFS {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	names, err := filepath.Glob(filepath.Join(repoRoot, "manifests", "*.yaml"))
+	assert.NilError(t, err)
+	for _, n := range names {
+		fsys["manifests/"+filepath.Base(n)] = readFile(t, n)
+	}
+	for _, f := range []string{policies[0].File, policies[1].File, workflowFile, actionlintFile, "go.mod"} {
+		fsys[f] = readFile(t, filepath.Join(repoRoot, filepath.FromSlash(f)))
+	}
+	return fsys
+}
+
+func readFile(t *testing.T, name string) *fstest.MapFile {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	assert.NilError(t, err)
+	return &fstest.MapFile{Data: data, Mode: 0o644}
+}
+
+func replaceIn(t *testing.T, fsys fstest.MapFS, name, old, new string) {
+	t.Helper()
+	f := fsys[name]
+	assert.Assert(t, f != nil, "no %s", name)
+	assert.Assert(t, bytes.Contains(f.Data, []byte(old)), "%s has no %q", name, old)
+	f.Data = bytes.Replace(f.Data, []byte(old), []byte(new), 1)
+}
+
+// Every kind of hand edit of a generated file is caught, naming the file
+// and its first differing line; an edit of a policy's or the workflow's
+// own, hand-written lines is not an edit of generated lines.
+func TestHandEditsAreCaught(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		edit      func(t *testing.T, fsys fstest.MapFS)
+		path, why string
+		line      string // the committed line check reports
+	}{
+		{"manifest param", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, "manifests/linux-x64.yaml", "allocMiB: 128", "allocMiB: 64")
+		}, "manifests/linux-x64.yaml", "edited by hand", "      allocMiB: 64"},
+		{"manifest comment", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, "manifests/linux-x64-cgroupv1.yaml", "with a guest image built", "with a guest image made")
+		}, "manifests/linux-x64-cgroupv1.yaml", "edited by hand", "# socket, with a guest image made for the run and removed afterwards."},
+		{"policy row", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, "reports/gate-policy.yaml", "  - name: lane-d\n    profile: linux-arm64\n    required: true\n", "  - name: lane-d\n    profile: linux-arm64\n    required: false\n")
+		}, "reports/gate-policy.yaml", "edited by hand", "    required: false"},
+		{"policy trust rows", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, ".github/gate-policy.yaml", ", desktop-rosetta-amd64] # generated: signer ci", "] # generated: signer ci")
+		}, ".github/gate-policy.yaml", "edited by hand", "    rows: [hosted-ubuntu, hosted-ubuntu-arm, desktop-native-arm64] # generated: signer ci"},
+		{"workflow row", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, workflowFile, "            tuple: ref-29.1.3\n", "            tuple: ref-29.1.4\n")
+		}, workflowFile, "edited by hand", "            tuple: ref-29.1.4"},
+		{"actionlint label", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, actionlintFile, "    - qualbox-desktop\n", "")
+		}, actionlintFile, "edited by hand", ""},
+		{"stray manifest", func(t *testing.T, fsys fstest.MapFS) {
+			fsys["manifests/linux-x64-weakened.yaml"] = &fstest.MapFile{Data: fsys["manifests/linux-x64.yaml"].Data}
+		}, "manifests/linux-x64-weakened.yaml", "not generated by any platform", ""},
+		{"missing manifest", func(t *testing.T, fsys fstest.MapFS) {
+			delete(fsys, "manifests/linux-arm64.yaml")
+		}, "manifests/linux-arm64.yaml", "missing", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := repoFiles(t)
+			files, err := generate(fsys, platforms.All())
+			assert.NilError(t, err)
+			problems, err := check(fsys, files)
+			assert.NilError(t, err)
+			assert.DeepEqual(t, problems, []Problem(nil))
+
+			tc.edit(t, fsys)
+			files, err = generate(fsys, platforms.All())
+			assert.NilError(t, err)
+			problems, err = check(fsys, files)
+			assert.NilError(t, err)
+			assert.Assert(t, is.Len(problems, 1), "%v", problems)
+			p := problems[0]
+			assert.Check(t, is.Equal(p.Path, tc.path))
+			assert.Check(t, is.Contains(p.Why, tc.why))
+			if tc.line != "" {
+				assert.Check(t, is.Equal(p.Got, tc.line))
+				assert.Check(t, p.Line > 0 && p.Want != p.Got, "%+v", p)
+			}
+		})
+	}
+
+	// The hand-written parts of a policy and of the workflow are theirs.
+	fsys := repoFiles(t)
+	replaceIn(t, fsys, ".github/gate-policy.yaml", "maxReportAge: 24h", "maxReportAge: 12h")
+	replaceIn(t, fsys, workflowFile, "timeout-minutes: 90", "timeout-minutes: 80")
+	files, err := generate(fsys, platforms.All())
+	assert.NilError(t, err)
+	problems, err := check(fsys, files)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, problems, []Problem(nil))
+}
+
+// A file whose generated region or signer list lost its markers cannot be
+// generated: the error names the file and the region, and shows the
+// marker lines.
+func TestMissingMarkersAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, old, new, want string
+	}{
+		{"no END", "reports/gate-policy.yaml", "  # END generated rows\n", "", `reports/gate-policy.yaml: generated region "rows": no line "# END generated rows"`},
+		{"two BEGIN", workflowFile, "          # BEGIN generated report rows (platforms/: go run ./internal/platformgen)\n",
+			"          # BEGIN generated report rows (platforms/: go run ./internal/platformgen)\n          # BEGIN generated report rows (platforms/: go run ./internal/platformgen)\n",
+			`generated region "report rows": marker "# BEGIN generated report rows (platforms/: go run ./internal/platformgen)" is on lines`},
+		{"no BEGIN", ".github/gate-policy.yaml", "  # BEGIN generated rows (platforms/: go run ./internal/platformgen)\n", "", `no line "# BEGIN generated rows`},
+		{"no signer list", ".github/gate-policy.yaml", " # generated: signer lane-host", "", ""},
+		{"no signer list at all", "reports/gate-policy.yaml", " # generated: signer lane-host", "", "reports/gate-policy.yaml: no trust entry has a generated row list"},
+		{"a signer without rows", "reports/gate-policy.yaml", "# generated: signer lane-host", "# generated: signer ci", "reports/gate-policy.yaml: signer ci signs no row of this policy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := repoFiles(t)
+			replaceIn(t, fsys, tc.file, tc.old, tc.new)
+			files, err := generate(fsys, platforms.All())
+			if tc.want == "" {
+				// One policy without a generated list for the lane host
+				// still generates; its trust rows are its own to write.
+				assert.NilError(t, err)
+				problems, err := check(fsys, files)
+				assert.NilError(t, err)
+				assert.DeepEqual(t, problems, []Problem(nil))
+				return
+			}
+			assert.ErrorContains(t, err, tc.want)
+			var re *RegionError
+			if errors.As(err, &re) {
+				assert.Check(t, is.Contains(err.Error(), "# END generated "+re.Region))
+			}
+		})
+	}
+}
+
+// A registry entry whose parameters the harness refuses, or that breaks
+// the registry's own rules, generates nothing and is named.
+func TestInvalidRegistryGeneratesNothing(t *testing.T) {
+	all := platforms.All()
+	all[1].Manifests[0].Overrides = append(all[1].Manifests[0].Overrides, platforms.Override{Scenario: "memory-exhaustion",
+		Params: []platforms.Param{{Key: "memoryBytes", YAML: "lots"}, {Key: "allocMiB", YAML: "128"}}})
+	_, err := generate(repoFiles(t), all)
+	assert.ErrorContains(t, err, "platform linux-x64 generates a manifest the harness refuses: manifest manifests/linux-x64.yaml:")
+	assert.ErrorContains(t, err, "memoryBytes")
+
+	all = platforms.All()
+	all[0].Rows[0].CIGate = platforms.Absent
+	_, err = generate(repoFiles(t), all)
+	var pe *platforms.Error
+	assert.Assert(t, errors.As(err, &pe), "%v", err)
+}
+
+// The command run from a copy of the repository's generated files: -check
+// names a hand-edited file and the command to run; the command rewrites
+// that file alone, after which -check passes. Outside the repository root
+// it refuses to run.
+func TestCommandRestoresAHandEdit(t *testing.T) {
+	dir := t.TempDir()
+	fsys := repoFiles(t)
+	assert.NilError(t, os.CopyFS(dir, fsys))
+	t.Chdir(dir)
+	edited := filepath.Join("manifests", "linux-arm64.yaml")
+	data, err := os.ReadFile(edited)
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(edited, bytes.Replace(data, []byte("pids: 32"), []byte("pids: 4096"), 1), 0o644))
+
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run([]string{"-check"}, &stdout, &stderr), 1)
+	assert.Check(t, is.Contains(stderr.String(), "manifests/linux-arm64.yaml: not what platforms/ generates (edited by hand?) (line "))
+	assert.Check(t, is.Contains(stderr.String(), `committed "      pids: 4096"`))
+	assert.Check(t, is.Contains(stderr.String(), "run go run ./internal/platformgen (make generate) and commit what it writes"))
+
+	stdout.Reset()
+	stderr.Reset()
+	assert.Equal(t, run(nil, &stdout, &stderr), 0, stderr.String())
+	assert.Check(t, is.Equal(stdout.String(), "wrote manifests/linux-arm64.yaml\n"))
+	restored, err := os.ReadFile(edited)
+	assert.NilError(t, err)
+	assert.Check(t, bytes.Equal(restored, data))
+	st, err := os.Stat(edited)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(st.Mode().Perm(), os.FileMode(0o644)))
+	entries, err := os.ReadDir("manifests")
+	assert.NilError(t, err)
+	for _, e := range entries {
+		assert.Check(t, !strings.HasPrefix(e.Name(), "."), "a temporary file is left: %s", e.Name())
+	}
+	assert.Equal(t, run([]string{"-check"}, &stdout, &stderr), 0, stderr.String())
+
+	t.Chdir(t.TempDir())
+	stderr.Reset()
+	assert.Equal(t, run(nil, &stdout, &stderr), 2)
+	assert.Check(t, is.Contains(stderr.String(), "run it from the root of the qualbox repository"))
+}

@@ -1,0 +1,355 @@
+package platforms
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/qualbox/qualbox/profiles"
+)
+
+// registry is every platform, in the gate matrix's column order: the
+// generated policies and workflow list the rows in this order.
+var registry = []Platform{
+	linuxX64CgroupV1,
+	linuxX64,
+	linuxARM64,
+	linuxARM64EmulatedAMD64,
+	desktopNativeARM64,
+	desktopRosettaAMD64,
+	// A new platform: one line here, its Platform in a file of its own.
+}
+
+// All returns every platform in matrix order. The result is a deep copy:
+// changing it changes nothing else.
+func All() []Platform {
+	out := make([]Platform, len(registry))
+	for i, p := range registry {
+		out[i] = p.clone()
+	}
+	return out
+}
+
+func (p Platform) clone() Platform {
+	p.Manifests = slices.Clone(p.Manifests)
+	for i, m := range p.Manifests {
+		m.Only = slices.Clone(m.Only)
+		m.Overrides = slices.Clone(m.Overrides)
+		for k, o := range m.Overrides {
+			m.Overrides[k].Params = slices.Clone(o.Params)
+		}
+		p.Manifests[i] = m
+	}
+	p.Rows = slices.Clone(p.Rows)
+	for i, r := range p.Rows {
+		r.Runner = slices.Clone(r.Runner)
+		r.Waived = slices.Clone(r.Waived)
+		p.Rows[i] = r
+	}
+	return p
+}
+
+// Entry is a row with its profile and its manifest's scenarios.
+type Entry struct {
+	Row
+	// Profile is the row's platform's profile.
+	Profile string
+	// Scenarios are the row's manifest's entries (Manifest.Scenarios).
+	Scenarios []Scenario
+}
+
+// Entries returns every row of platforms, in order, with its profile and
+// its manifest's resolved scenario list; it returns Check's error when
+// the platforms are not consistent.
+func Entries(platforms []Platform) ([]Entry, error) {
+	if err := Check(platforms, nil); err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, p := range platforms {
+		for _, r := range p.Rows {
+			m, _ := p.manifest(r.Manifest)
+			scenarios, _ := m.Scenarios()
+			out = append(out, Entry{Row: r, Profile: p.Profile, Scenarios: scenarios})
+		}
+	}
+	return out, nil
+}
+
+// Rows returns every row of the registry with its profile and scenarios.
+// It panics if the registry is inconsistent, which a test of this package
+// rules out.
+func Rows() []Entry {
+	e, err := Entries(All())
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// RowNames returns the names of the registry's rows for which keep
+// returns true (every row when keep is nil), in matrix order.
+func RowNames(keep func(Entry) bool) []string {
+	var names []string
+	for _, e := range Rows() {
+		if keep == nil || keep(e) {
+			names = append(names, e.Name)
+		}
+	}
+	return names
+}
+
+// Required returns the scenarios the gates require of the row: its
+// manifest's, in run order, less the waived ones.
+func (e Entry) Required() []string {
+	var out []string
+	for _, s := range e.Scenarios {
+		if !slices.Contains(e.Waived, s.Name) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+func (p Platform) manifest(file string) (Manifest, bool) {
+	i := slices.IndexFunc(p.Manifests, func(m Manifest) bool { return m.File == file })
+	if i < 0 {
+		return Manifest{}, false
+	}
+	return p.Manifests[i], true
+}
+
+// Scenarios returns the manifest's scenario list: the catalogue's
+// entries, narrowed to Only when it is set, in catalogue order, with the
+// Overrides applied. It returns an error naming an Only or Override
+// scenario the catalogue does not have, or one overridden twice.
+func (m Manifest) Scenarios() ([]Scenario, error) {
+	names := make([]string, len(Catalogue))
+	for i, s := range Catalogue {
+		names[i] = s.Name
+	}
+	for _, n := range m.Only {
+		if !slices.Contains(names, n) {
+			return nil, fmt.Errorf("only: %q is not a scenario of the catalogue (%s)", n, strings.Join(names, ", "))
+		}
+	}
+	for i, o := range m.Overrides {
+		if !slices.Contains(names, o.Scenario) {
+			return nil, fmt.Errorf("overrides[%d]: %q is not a scenario of the catalogue (%s)", i, o.Scenario, strings.Join(names, ", "))
+		}
+		if slices.ContainsFunc(m.Overrides[:i], func(p Override) bool { return p.Scenario == o.Scenario }) {
+			return nil, fmt.Errorf("overrides[%d]: %q is overridden twice", i, o.Scenario)
+		}
+		if len(m.Only) > 0 && !slices.Contains(m.Only, o.Scenario) {
+			return nil, fmt.Errorf("overrides[%d]: %q is not one of the scenarios the manifest runs (only: %s)", i, o.Scenario, strings.Join(m.Only, ", "))
+		}
+		if o.Unnoted && o.Note != "" {
+			return nil, fmt.Errorf("overrides[%d] (%s): a note and unnoted", i, o.Scenario)
+		}
+	}
+	var out []Scenario
+	for _, s := range Catalogue {
+		if len(m.Only) > 0 && !slices.Contains(m.Only, s.Name) {
+			continue
+		}
+		s.Params = slices.Clone(s.Params)
+		if i := slices.IndexFunc(m.Overrides, func(o Override) bool { return o.Scenario == s.Name }); i >= 0 {
+			o := m.Overrides[i]
+			if o.Params != nil {
+				s.Params = slices.Clone(o.Params)
+			}
+			switch {
+			case o.Unnoted:
+				s.Note = ""
+			case o.Note != "":
+				s.Note = o.Note
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Error lists what is wrong with a registry, one problem per line, each
+// naming the platform, and the row or manifest, it concerns.
+type Error struct {
+	Problems []string
+}
+
+var _ error = (*Error)(nil)
+
+func (e *Error) Error() string {
+	return "platforms: " + strings.Join(e.Problems, "\n\t")
+}
+
+// Check returns *Error listing every inconsistency of platforms: a
+// profile that is not one of profileNames (nil skips that check) or
+// that two platforms claim, a duplicate manifest file or row name, a
+// manifest no row runs or a row naming no manifest of its platform, a
+// scenario list that does not resolve (Manifest.Scenarios), a waived
+// scenario the manifest does not run, a row without runner or CI gate,
+// a required CI row that runs only when dispatched, a row the CI gate
+// holds more strictly than the release gate, a guest without tuple or
+// architecture, a hosted row without docker-ce version, and tuple pins
+// that cannot tell rows of one profile apart.
+func Check(platforms []Platform, profileNames []string) error {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	profileOf, fileOf, rowOf := map[string]bool{}, map[string]string{}, map[string]string{}
+	for _, p := range platforms {
+		at := "platform " + p.Profile
+		switch {
+		case p.Profile == "":
+			add("a platform has no profile")
+		case profileOf[p.Profile]:
+			add("%s: a second platform of the profile; add its rows to the first", at)
+		case profileNames != nil && !slices.Contains(profileNames, p.Profile):
+			add("%s: no profile profiles/profiles/%s.yaml (profiles: %s)", at, p.Profile, strings.Join(profileNames, ", "))
+		}
+		profileOf[p.Profile] = true
+		if len(p.Rows) == 0 {
+			add("%s: no rows", at)
+		}
+		for _, m := range p.Manifests {
+			mat := at + ", manifest " + m.File
+			switch {
+			case m.File == "" || strings.ContainsAny(m.File, `/\`) || !strings.HasSuffix(m.File, ".yaml"):
+				add("%s: the file name must be NAME.yaml, in manifests/", mat)
+			case fileOf[m.File] != "":
+				add("%s: also a manifest of platform %s", mat, fileOf[m.File])
+			}
+			fileOf[m.File] = p.Profile
+			if _, err := m.Scenarios(); err != nil {
+				add("%s: %v", mat, err)
+			}
+			if !slices.ContainsFunc(p.Rows, func(r Row) bool { return r.Manifest == m.File }) {
+				add("%s: no row runs it", mat)
+			}
+		}
+		for _, r := range p.Rows {
+			rat := at + ", row " + r.Name
+			switch {
+			case r.Name == "":
+				add("%s: a row has no name", at)
+			case rowOf[r.Name] != "":
+				add("%s: the name is also a row of platform %s", rat, rowOf[r.Name])
+			}
+			rowOf[r.Name] = p.Profile
+			m, ok := p.manifest(r.Manifest)
+			if !ok {
+				add("%s: manifest %q is not one of the platform's", rat, r.Manifest)
+			} else if scenarios, err := m.Scenarios(); err == nil {
+				for _, w := range r.Waived {
+					if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Name == w }) {
+						add("%s: waived scenario %q is not one manifest %s runs", rat, w, m.File)
+					}
+				}
+				if len(r.Waived) >= len(scenarios) {
+					add("%s: every scenario is waived", rat)
+				}
+			}
+			problems = append(problems, checkRow(rat, r)...)
+		}
+		problems = append(problems, checkDistinct(at, p.Rows)...)
+	}
+	if len(problems) > 0 {
+		return &Error{Problems: problems}
+	}
+	return nil
+}
+
+// checkRow returns what is wrong with one row's own fields.
+func checkRow(at string, r Row) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, at+": "+fmt.Sprintf(format, args...)) }
+	if len(r.Runner) == 0 || slices.Contains(r.Runner, "") {
+		add("runner labels %q: want at least one, none empty", r.Runner)
+	}
+	switch r.CIGate {
+	case Informational:
+	case Required:
+		if r.DispatchOnly {
+			add("the CI gate requires it, but the workflow runs it only when dispatched: every other run's gate would fail")
+		}
+	default:
+		add("CIGate must be Informational or Required: the workflow runs every row, and its gate lists each")
+	}
+	if r.ReleaseGate == Informational && r.CIGate == Required {
+		add("the CI gate requires it, the release gate does not: the CI gate may only be laxer")
+	}
+	if r.ReleaseGate < Absent || r.ReleaseGate > Required {
+		add("ReleaseGate %d is not a Requirement", r.ReleaseGate)
+	}
+	b := r.Engine
+	if r.DispatchOnly && b.Kind != Guest {
+		add("dispatch-only: only a guest row's job (lane-c) runs rows only when dispatched")
+	}
+	switch b.Kind {
+	case LaneA, LaneB, Desktop:
+		if b != (BringUp{Kind: b.Kind}) {
+			add("bring-up %s takes no tuple, arch, emulator or docker-ce version", b.Kind)
+		}
+	case Guest:
+		if b.Tuple == "" || (b.Arch != "amd64" && b.Arch != "arm64") || b.DockerCE != "" {
+			add("a guest needs a tuple and arch amd64 (lane C) or arm64 (lane D), and no docker-ce version (LaneC, LaneD)")
+		}
+	case Hosted:
+		if b.DockerCE == "" || b.Tuple != "" || b.Arch != "" || b.Emulate != "" {
+			add("a hosted row needs the docker-ce version it installs, and nothing else (HostedDockerCE)")
+		}
+		if len(r.Runner) != 1 {
+			add("a hosted row runs on one GitHub-hosted runner label, got %q", r.Runner)
+		}
+	default:
+		add("no Engine bring-up (EngineUp, EngineUpB, LaneC, LaneD, HostedDockerCE, DockerDesktop)")
+	}
+	return out
+}
+
+// checkDistinct returns a problem for each two rows of one platform whose
+// tuple pins are equal: a report of one would match both.
+func checkDistinct(at string, rows []Row) []string {
+	var out []string
+	for i, r := range rows {
+		for _, o := range rows[:i] {
+			if r.Tuple == o.Tuple {
+				out = append(out, fmt.Sprintf("%s: rows %s and %s pin the same tuple %+v, so a report of one matches both", at, o.Name, r.Name, r.Tuple))
+			}
+		}
+	}
+	return out
+}
+
+// Validate checks the registry against the embedded profiles: Check,
+// every platform's profile loads (profiles.Load), and every profile has a
+// platform. It returns *Error.
+func Validate() error {
+	return validate(registry, profiles.Names(), func(name string) error { _, err := profiles.Load(name); return err })
+}
+
+func validate(all []Platform, names []string, load func(string) error) error {
+	err := Check(all, names)
+	var problems []string
+	if e, ok := err.(*Error); ok {
+		problems = e.Problems
+	}
+	for _, p := range all {
+		if slices.Contains(names, p.Profile) {
+			if err := load(p.Profile); err != nil {
+				problems = append(problems, fmt.Sprintf("platform %s: %v", p.Profile, err))
+			}
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(all, func(p Platform) bool { return p.Profile == n }) {
+			problems = append(problems, fmt.Sprintf("profile %s has no platform: add one (README.md \"Adding a host row\")", n))
+		}
+	}
+	if len(problems) > 0 {
+		return &Error{Problems: problems}
+	}
+	return nil
+}
+
+// text joins lines with newlines: a comment of several lines.
+func text(lines ...string) string { return strings.Join(lines, "\n") }
