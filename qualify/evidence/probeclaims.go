@@ -45,31 +45,21 @@ func observedAs(s *Scenario, key string, out any) (ok bool, err error) {
 	return true, json.Unmarshal(data, out)
 }
 
-// usernsGot renders a user namespace attempt as isolation's check does.
-func usernsGot(o facts.Outcome) string {
-	switch {
-	case o.OK && o.Error != "":
-		return "created (" + o.Error + ")"
-	case o.OK:
-		return "created"
-	case o.Errno != "":
-		return o.Errno
-	}
-	return "failed without an errno: " + o.Error
-}
-
 // usernsProblems re-derives isolation's user namespace check from the
-// probe facts it observed: a passed isolation whose facts record the
-// namespace created (or refused with an errno that says nothing) is
+// probe facts it observed, read as the scenario reads them
+// (facts.ReadUserns): a passed isolation whose facts record the namespace
+// created, refused with an errno that says nothing, or failed while the
+// control child without CLONE_NEWUSER failed too (inconclusive) is
 // refused whether or not the check is there; where the check is there its
-// got must be the facts' outcome and its ok whether that is a refusal;
-// and a passed isolation of catalogue version 9 or later must have both.
+// got must be that reading and its ok whether that is a refusal; and a
+// passed isolation of catalogue version 9 or later must have both.
 func usernsProblems(r *Run, s *Scenario) []string {
 	if s.Name != "isolation" || engineless(r) {
 		return nil
 	}
 	var f struct {
-		UserNamespace *facts.Outcome `json:"userNamespace"`
+		UserNamespace        *facts.Outcome `json:"userNamespace"`
+		UserNamespaceControl *facts.Outcome `json:"userNamespaceControl"`
 	}
 	if _, err := observedAs(s, "facts", &f); err != nil {
 		return []string{fmt.Sprintf("observed facts do not decode: %v", err)}
@@ -83,11 +73,9 @@ func usernsProblems(r *Run, s *Scenario) []string {
 		}
 		return out
 	}
-	o := *f.UserNamespace
-	refused := !o.OK && slices.Contains(facts.UsernsRefusals, o.Errno)
-	got := usernsGot(o)
+	got, refused := facts.ReadUserns(f.UserNamespace, f.UserNamespaceControl)
 	if passed && !refused {
-		out = append(out, fmt.Sprintf("isolation passed, but its probe facts record the user namespace attempt as %s, not refused (%s)", got, strings.Join(facts.UsernsRefusals, ", ")))
+		out = append(out, fmt.Sprintf("isolation passed, but its probe facts record the user namespace attempt as %s, not a refusal (%s while the same child without CLONE_NEWUSER starts)", got, strings.Join(facts.UsernsRefusals, ", ")))
 	}
 	if i < 0 {
 		if passed && claimsCatalogue(r, probeChecksCatalogue) {

@@ -97,7 +97,7 @@ func TestVerifyRefusesAUserNamespaceCreationPassedAsRefused(t *testing.T) {
 	wantRefused(t, probeReport(t, "isolation", 9, userns(created, check("EPERM", true))), `check "unprivileged user namespace refused" got EPERM, but the probe facts it observed say created`)
 	wantRefused(t, probeReport(t, "isolation", 9, userns(created, check("created", true))), `is ok true, but the probe facts' created is not a refusal`)
 	wantRefused(t, probeReport(t, "isolation", 2, userns(created, nil)), "isolation passed, but its probe facts record the user namespace attempt as created")
-	wantRefused(t, probeReport(t, "isolation", 9, userns(facts.Outcome{Errno: "EINVAL"}, check("EINVAL", true))), "not refused")
+	wantRefused(t, probeReport(t, "isolation", 9, userns(facts.Outcome{Errno: "EINVAL"}, check("EINVAL", true))), "EINVAL, not a refusal")
 	wantRefused(t, probeReport(t, "isolation", 9, userns(refused, nil)), "isolation of catalogue v9 passed without its")
 	wantRefused(t, probeReport(t, "isolation", 9, func(s *evidence.Scenario) {
 		s.Observed["facts"] = map[string]any{"machine": "x86_64"}
@@ -106,6 +106,33 @@ func TestVerifyRefusesAUserNamespaceCreationPassedAsRefused(t *testing.T) {
 
 	assert.NilError(t, probeReport(t, "isolation", 9, userns(refused, check("EPERM", true))))
 	assert.NilError(t, probeReport(t, "isolation", 8, func(*evidence.Scenario) {}))
+}
+
+// The probe's EPERM is a refusal only when its control, the same child
+// without CLONE_NEWUSER, started: a key holder cannot pass isolation over
+// facts whose control failed too (the child, not the clone, may have
+// failed), whether the check reads the errno alone or is ok over the
+// inconclusive reading. The honest pair verifies.
+func TestVerifyRefusesAnInconclusiveUserNamespaceAttemptPassedAsRefused(t *testing.T) {
+	withControl := func(control facts.Outcome, c evidence.Check) func(*evidence.Scenario) {
+		return func(s *evidence.Scenario) {
+			s.Observed["facts"] = map[string]any{"machine": "x86_64",
+				"userNamespace":        facts.Outcome{Errno: "EPERM", Error: "fork/exec /usr/local/bin/qualbox-probe: operation not permitted"},
+				"userNamespaceControl": control}
+			s.Checks = append(s.Checks, c)
+		}
+	}
+	check := func(got string) evidence.Check {
+		return evidence.Check{Name: "unprivileged user namespace refused", Want: "refused (EPERM, EACCES, ENOSPC, EUSERS)", Got: got, OK: true}
+	}
+	failed := facts.Outcome{Errno: "EPERM", Error: "fork/exec /usr/local/bin/qualbox-probe: operation not permitted"}
+	const inconclusive = "inconclusive: EPERM (the same child without CLONE_NEWUSER failed too: EPERM)"
+	err := probeReport(t, "isolation", 10, withControl(failed, check("EPERM")))
+	wantRefused(t, err, "isolation passed, but its probe facts record the user namespace attempt as "+inconclusive+", not a refusal")
+	wantRefused(t, err, `check "unprivileged user namespace refused" got EPERM, but the probe facts it observed say `+inconclusive)
+	wantRefused(t, probeReport(t, "isolation", 10, withControl(failed, check(inconclusive))), `is ok true, but the probe facts' `+inconclusive+` is not a refusal`)
+
+	assert.NilError(t, probeReport(t, "isolation", 10, withControl(facts.Outcome{OK: true}, check("EPERM"))))
 }
 
 // A key holder cannot pass network-isolation over an Engine API its own

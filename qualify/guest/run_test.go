@@ -118,6 +118,12 @@ func TestGuestImageRuns(t *testing.T) {
 		assert.Check(t, is.DeepEqual(f.PID1Cmdline, []string{ProbePath, "facts"}))
 		assert.Assert(t, is.Len(f.Interfaces, 1))
 		assert.Check(t, is.Equal(f.Interfaces[0].Name, "lo"))
+		// Under the Engine's default seccomp profile the clone with
+		// CLONE_NEWUSER is refused, and the control child without it
+		// starts: a refusal of the clone itself, not of the child.
+		got, refused := facts.ReadUserns(f.UserNamespace, f.UserNamespaceControl)
+		assert.Check(t, refused, "user namespace attempt %s", got)
+		assert.Check(t, is.DeepEqual(f.UserNamespaceControl, &facts.Outcome{OK: true}))
 	})
 
 	applets := `for a in "$@"; do p=$(command -v "$a") || { echo "missing $a"; exit 1; }; echo "$a=$p"; done; echo "PATH=$PATH"`

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -168,8 +167,8 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	rec.Check("cpu quota/period", fmt.Sprintf("%g", pol.Resources.CPUs), gotCPUs,
 		quota != nil && period != nil && *quota == int64(math.Round(pol.Resources.CPUs*float64(*period))))
 	rec.Equal("PID 1 cmdline (keeper)", KeeperCmdline, f.PID1Cmdline)
-	rec.Check("unprivileged user namespace refused", "refused ("+strings.Join(usernsRefusals, ", ")+")",
-		usernsGot(f.UserNamespace), usernsRefused(f.UserNamespace))
+	usernsGot, usernsRefused := facts.ReadUserns(f.UserNamespace, f.UserNamespaceControl)
+	rec.Check("unprivileged user namespace refused", "refused ("+strings.Join(facts.UsernsRefusals, ", ")+")", usernsGot, usernsRefused)
 
 	// The driver reads back AppArmorProfile and HostConfig.CgroupnsMode from
 	// the Engine when it starts the sandbox (docs/contract.md#policy); these
@@ -190,35 +189,6 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	rec.Check("effective nonRoot, readOnlyRoot", "true true", fmt.Sprint(eff.NonRoot, eff.ReadOnlyRoot), eff.NonRoot && eff.ReadOnlyRoot)
 }
 
-// usernsRefusals are the errnos with which the kernel, an LSM or a
-// seccomp filter refuses a new user namespace: EPERM (Docker's default
-// seccomp profile without CAP_SYS_ADMIN, unprivileged_userns_clone 0, a
-// chrooted caller), EACCES (an LSM), ENOSPC and EUSERS (the
-// max_user_namespaces limit, before and since Linux 4.9). Any other
-// failure (EINVAL, a probe that could not exec itself) says nothing about
-// the sandbox's posture and fails the check.
-var usernsRefusals = []string{"EPERM", "EACCES", "ENOSPC", "EUSERS"}
-
-func usernsRefused(o *facts.Outcome) bool {
-	return o != nil && !o.OK && slices.Contains(usernsRefusals, o.Errno)
-}
-
-// usernsGot renders the attempt as the check's got: the errno of a
-// refusal, "created" when the kernel made the namespace.
-func usernsGot(o *facts.Outcome) string {
-	switch {
-	case o == nil:
-		return "not attempted (no userNamespace in the facts)"
-	case o.OK && o.Error != "":
-		return "created (" + o.Error + ")"
-	case o.OK:
-		return "created"
-	case o.Errno != "":
-		return o.Errno
-	}
-	return "failed without an errno: " + o.Error
-}
-
 // observePosture records, as facts of the sandbox and its host rather than
 // checks, the seccomp confinement as /proc/self/status shows it and the
 // host kernel's restrictions of unprivileged user namespaces as the
@@ -235,7 +205,8 @@ func observePosture(rec *Record, f facts.Facts) {
 		sysctls[s.Path] = s.String()
 	}
 	rec.Observe("posture: user namespace sysctls", sysctls)
-	rec.Observe("posture: unprivileged user namespace", usernsGot(f.UserNamespace))
+	got, _ := facts.ReadUserns(f.UserNamespace, f.UserNamespaceControl)
+	rec.Observe("posture: unprivileged user namespace", got)
 }
 
 // tmpfsSize is the size option as the kernel prints it for a tmpfs of n

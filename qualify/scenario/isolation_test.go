@@ -124,29 +124,36 @@ func TestIsolationUnameMachine(t *testing.T) {
 }
 
 // The workload must be refused a user namespace with an errno that means
-// a refusal; a creation fails the check, and so does an attempt that said
-// nothing (no attempt recorded, EINVAL from a multi-threaded unshare, a
-// probe that could not exec itself).
+// a refusal, while the same child without CLONE_NEWUSER starts; a
+// creation fails the check, and so does an attempt that said nothing (no
+// attempt recorded, EINVAL from a multi-threaded unshare, a probe that
+// could not exec itself, a control that failed too). The facts package's
+// reading (facts.ReadUserns) is the one verification re-derives.
 func TestIsolationUserNamespaceRefused(t *testing.T) {
 	const name = "unprivileged user namespace refused"
+	started := &facts.Outcome{OK: true}
 	for _, tc := range []struct {
-		o   *facts.Outcome
-		got string
-		ok  bool
+		o, control *facts.Outcome
+		got        string
+		ok         bool
 	}{
-		{&facts.Outcome{Errno: "EPERM", Error: "fork/exec /usr/local/bin/qualbox-probe: operation not permitted"}, "EPERM", true},
-		{&facts.Outcome{Errno: "ENOSPC"}, "ENOSPC", true},
-		{&facts.Outcome{Errno: "EACCES"}, "EACCES", true},
-		{&facts.Outcome{Errno: "EUSERS"}, "EUSERS", true},
-		{&facts.Outcome{OK: true}, "created", false},
-		{&facts.Outcome{OK: true, Error: "child in the new user namespace: exit status 2"}, "created (child in the new user namespace: exit status 2)", false},
-		{&facts.Outcome{Errno: "EINVAL"}, "EINVAL", false},
-		{&facts.Outcome{Errno: "ENOENT"}, "ENOENT", false},
-		{&facts.Outcome{Error: "no errno"}, "failed without an errno: no errno", false},
-		{nil, "not attempted (no userNamespace in the facts)", false},
+		{&facts.Outcome{Errno: "EPERM", Error: "fork/exec /usr/local/bin/qualbox-probe: operation not permitted"}, started, "EPERM", true},
+		{&facts.Outcome{Errno: "ENOSPC"}, started, "ENOSPC", true},
+		{&facts.Outcome{Errno: "EACCES"}, started, "EACCES", true},
+		{&facts.Outcome{Errno: "EUSERS"}, started, "EUSERS", true},
+		// A probe before the control recorded none: its errno decides.
+		{&facts.Outcome{Errno: "EPERM"}, nil, "EPERM", true},
+		{&facts.Outcome{Errno: "EPERM"}, &facts.Outcome{Errno: "EPERM"}, "inconclusive: EPERM (the same child without CLONE_NEWUSER failed too: EPERM)", false},
+		{&facts.Outcome{Errno: "EACCES"}, &facts.Outcome{Errno: "EACCES"}, "inconclusive: EACCES (the same child without CLONE_NEWUSER failed too: EACCES)", false},
+		{&facts.Outcome{OK: true}, nil, "created", false},
+		{&facts.Outcome{OK: true, Error: "child in the new user namespace: exit status 2"}, nil, "created (child in the new user namespace: exit status 2)", false},
+		{&facts.Outcome{Errno: "EINVAL"}, started, "EINVAL", false},
+		{&facts.Outcome{Errno: "ENOENT"}, started, "ENOENT", false},
+		{&facts.Outcome{Error: "no errno"}, started, "failed without an errno: no errno", false},
+		{nil, nil, "not attempted (no userNamespace in the facts)", false},
 	} {
-		c := checkNamed(t, "linux-x64-cgroupv1", facts.Facts{UserNamespace: tc.o}, name)
-		assert.Equal(t, c.OK, tc.ok, "%+v: %+v", tc.o, c)
+		c := checkNamed(t, "linux-x64-cgroupv1", facts.Facts{UserNamespace: tc.o, UserNamespaceControl: tc.control}, name)
+		assert.Equal(t, c.OK, tc.ok, "%+v, control %+v: %+v", tc.o, tc.control, c)
 		assert.Equal(t, c.Got, tc.got)
 		assert.Equal(t, c.Want, "refused (EPERM, EACCES, ENOSPC, EUSERS)")
 	}
@@ -177,10 +184,4 @@ func TestIsolationPostureObserved(t *testing.T) {
 	f.Status.SeccompFilters = -1
 	observePosture(rec, f)
 	assert.DeepEqual(t, rec.Snapshot().Observed["posture: seccomp"], map[string]any{"mode": 2, "filters": "not reported (Linux before 5.9)"})
-}
-
-// Verification re-derives the user namespace check with the facts
-// package's list (qualify/evidence): it must be this scenario's.
-func TestUsernsRefusalsAreTheFactsPackages(t *testing.T) {
-	assert.DeepEqual(t, usernsRefusals, facts.UsernsRefusals)
 }

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -57,8 +58,16 @@ type Facts struct {
 	// ("EPERM" from Docker's default seccomp profile without
 	// CAP_SYS_ADMIN). When the namespace was created but the child then
 	// failed, OK is true and Error says how. Nil in facts printed before
-	// it existed.
+	// it existed. ReadUserns reads it with UserNamespaceControl.
 	UserNamespace *Outcome `json:"userNamespace,omitempty"`
+	// UserNamespaceControl is the outcome of starting the same child
+	// without CLONE_NEWUSER, attempted only when UserNamespace failed: Go
+	// reports a failure of the child after the clone (its exec refused
+	// with EACCES or EPERM, say) with the same error as a refused clone,
+	// so UserNamespace's errno says the clone was refused only when this
+	// control started. Nil when UserNamespace is OK, and in facts printed
+	// before it existed.
+	UserNamespaceControl *Outcome `json:"userNamespaceControl,omitempty"`
 	// Errors lists facts that could not be gathered, "<what>: <error>".
 	Errors []string `json:"errors,omitempty"`
 }
@@ -77,10 +86,47 @@ var UsernsSysctls = []string{
 
 // UsernsRefusals are the errnos with which the kernel, an LSM or a
 // seccomp filter refuses a new user namespace (Facts.UserNamespace):
-// EPERM, EACCES, ENOSPC and EUSERS. The isolation scenario passes only
-// on one of these, and verification re-derives its check with them
-// (docs/qualification.md#evidence).
+// EPERM (Docker's default seccomp profile without CAP_SYS_ADMIN,
+// unprivileged_userns_clone 0, a chrooted caller), EACCES (an LSM),
+// ENOSPC and EUSERS (the max_user_namespaces limit, before and since
+// Linux 4.9). Any other failure (EINVAL from a multi-threaded unshare, a
+// probe that could not exec itself) says nothing about the sandbox's
+// posture. The isolation scenario passes only on one of these, and
+// verification re-derives its check with them (ReadUserns;
+// docs/qualification.md#evidence).
 var UsernsRefusals = []string{"EPERM", "EACCES", "ENOSPC", "EUSERS"}
+
+// ReadUserns reads a user namespace attempt (Facts.UserNamespace) and its
+// control (Facts.UserNamespaceControl) as the isolation scenario's check
+// does and verification re-derives it: got is the check's got, refused
+// whether the clone itself was refused.
+//
+//   - no attempt: "not attempted (no userNamespace in the facts)";
+//   - created: "created", or "created (<error>)" when the child then failed;
+//   - failed while the control failed too: "inconclusive: <errno>
+//     (the same child without CLONE_NEWUSER failed too: <errno>)", not a
+//     refusal, since the failure may be the child's and not the clone's;
+//   - failed with an errno: the errno, a refusal when it is one of
+//     UsernsRefusals;
+//   - failed without one: "failed without an errno: <error>".
+//
+// Facts printed before the control existed have none and are read as they
+// were then: their errno alone decides.
+func ReadUserns(attempt, control *Outcome) (got string, refused bool) {
+	switch {
+	case attempt == nil:
+		return "not attempted (no userNamespace in the facts)", false
+	case attempt.OK && attempt.Error != "":
+		return "created (" + attempt.Error + ")", false
+	case attempt.OK:
+		return "created", false
+	case control != nil && !control.OK:
+		return "inconclusive: " + attempt.failure() + " (the same child without CLONE_NEWUSER failed too: " + control.failure() + ")", false
+	case attempt.Errno != "":
+		return attempt.Errno, slices.Contains(UsernsRefusals, attempt.Errno)
+	}
+	return "failed without an errno: " + attempt.Error, false
+}
 
 // Sysctl is one file under /proc/sys as a process read it.
 type Sysctl struct {
@@ -210,6 +256,17 @@ type Outcome struct {
 	Errno string `json:"errno,omitempty"`
 	// Error is the failure's text; empty when OK.
 	Error string `json:"error,omitempty"`
+}
+
+// failure names a failed outcome: its errno, else its error's text.
+func (o Outcome) failure() string {
+	switch {
+	case o.Errno != "":
+		return o.Errno
+	case o.Error != "":
+		return o.Error
+	}
+	return "no error recorded"
 }
 
 // Result is the one JSON line a probe workload action prints to stdout on

@@ -22,3 +22,35 @@ func TestHTTPReplyEngineAPI(t *testing.T) {
 		}
 	}
 }
+
+// A failed attempt is a refusal only with a refusal's errno and a control
+// that started; a control that failed too makes it inconclusive whatever
+// the errno. Facts from a probe before the control (none recorded) are
+// read by the errno alone, as they were.
+func TestReadUserns(t *testing.T) {
+	started, failed := &Outcome{OK: true}, &Outcome{Errno: "EACCES", Error: "fork/exec x: permission denied"}
+	for _, tc := range []struct {
+		attempt, control *Outcome
+		got              string
+		refused          bool
+	}{
+		{nil, nil, "not attempted (no userNamespace in the facts)", false},
+		{&Outcome{OK: true}, nil, "created", false},
+		{&Outcome{OK: true, Error: "child in the new user namespace: exit status 2"}, nil, "created (child in the new user namespace: exit status 2)", false},
+		{&Outcome{Errno: "EPERM"}, started, "EPERM", true},
+		{&Outcome{Errno: "EACCES"}, started, "EACCES", true},
+		{&Outcome{Errno: "ENOSPC"}, started, "ENOSPC", true},
+		{&Outcome{Errno: "EUSERS"}, started, "EUSERS", true},
+		{&Outcome{Errno: "EPERM"}, nil, "EPERM", true},
+		{&Outcome{Errno: "EPERM"}, failed, "inconclusive: EPERM (the same child without CLONE_NEWUSER failed too: EACCES)", false},
+		{&Outcome{Errno: "EACCES"}, failed, "inconclusive: EACCES (the same child without CLONE_NEWUSER failed too: EACCES)", false},
+		{&Outcome{Error: "no path"}, &Outcome{Error: "no path"}, "inconclusive: no path (the same child without CLONE_NEWUSER failed too: no path)", false},
+		{&Outcome{Errno: "EINVAL"}, started, "EINVAL", false},
+		{&Outcome{Error: "no errno"}, started, "failed without an errno: no errno", false},
+	} {
+		got, refused := ReadUserns(tc.attempt, tc.control)
+		if got != tc.got || refused != tc.refused {
+			t.Errorf("ReadUserns(%+v, %+v) = %q, %t; want %q, %t", tc.attempt, tc.control, got, refused, tc.got, tc.refused)
+		}
+	}
+}

@@ -252,17 +252,19 @@ func TestDecodePosture(t *testing.T) {
 	f, err := Decode([]byte(`{"schema":"qualbox.probe.facts.v1","usernsSysctls":[` +
 		`{"path":"/proc/sys/kernel/apparmor_restrict_unprivileged_userns","read":{"ok":false,"errno":"ENOENT","error":"open x: no such file or directory"}},` +
 		`{"path":"/proc/sys/user/max_user_namespaces","value":"96369","read":{"ok":true}}],` +
-		`"userNamespace":{"ok":false,"errno":"EPERM","error":"fork/exec /usr/local/bin/qualbox-probe: operation not permitted"}}`))
+		`"userNamespace":{"ok":false,"errno":"EPERM","error":"fork/exec /usr/local/bin/qualbox-probe: operation not permitted"},` +
+		`"userNamespaceControl":{"ok":true}}`))
 	assert.NilError(t, err)
 	assert.Equal(t, len(f.UsernsSysctls), 2)
 	assert.Equal(t, f.UsernsSysctls[0].String(), "absent (ENOENT)")
 	assert.Equal(t, f.UsernsSysctls[1].String(), "96369")
 	assert.Assert(t, f.UserNamespace != nil)
 	assert.Equal(t, f.UserNamespace.Errno, "EPERM")
+	assert.DeepEqual(t, f.UserNamespaceControl, &Outcome{OK: true})
 
 	old, err := Decode(read(t, recorded+"facts.json"))
 	assert.NilError(t, err)
-	assert.Check(t, old.UserNamespace == nil && old.UsernsSysctls == nil)
+	assert.Check(t, old.UserNamespace == nil && old.UsernsSysctls == nil && old.UserNamespaceControl == nil)
 
 	_, err = Decode([]byte(`{"userNamespace":{"OK":true}}`))
 	assert.ErrorContains(t, err, `unknown key "userNamespace.OK"`)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -98,8 +99,8 @@ func gather() facts.Facts {
 	for _, p := range facts.UsernsSysctls {
 		f.UsernsSysctls = append(f.UsernsSysctls, facts.ReadSysctl(root, p))
 	}
-	userns := tryUserNamespace()
-	f.UserNamespace = &userns
+	userns, control := tryUserNamespace()
+	f.UserNamespace, f.UserNamespaceControl = &userns, control
 
 	// O_EXCL: never touch an existing file even if the root is writable.
 	const probe = "/.qualbox-probe-write-test"
@@ -133,27 +134,60 @@ func readAppArmor() (string, error) {
 
 // tryUserNamespace starts the probe itself again as a child in a new user
 // namespace (clone(2) with CLONE_NEWUSER, no uid or gid mapping asked
-// for), running `sleep 0`, and reports whether the kernel let it. A
-// forked child and not unshare(2) here: unshare(CLONE_NEWUSER) refuses
-// any multi-threaded caller with EINVAL, which every Go process is, and
-// that would read as a refusal whatever the seccomp profile says.
-func tryUserNamespace() facts.Outcome {
+// for), running `sleep 0`, and reports whether the kernel let it, with
+// the control usernsAttempt adds when it did not. A forked child and not
+// unshare(2) here: unshare(CLONE_NEWUSER) refuses any multi-threaded
+// caller with EINVAL, which every Go process is, and that would read as a
+// refusal whatever the seccomp profile says.
+func tryUserNamespace() (attempt facts.Outcome, control *facts.Outcome) {
 	self, err := os.Executable()
-	if err != nil {
-		return outcome(err)
+	return usernsAttempt(func(cloneflags uintptr) facts.Outcome {
+		if err != nil {
+			// Neither child can start: the attempt and its control both
+			// fail, which reads as inconclusive, not as a refusal.
+			return outcome(fmt.Errorf("the probe's own path: %w", err))
+		}
+		return startChild(self, cloneflags, "sleep", "0")
+	})
+}
+
+// usernsAttempt starts a child with CLONE_NEWUSER and, only when that
+// fails, the same child without it, the control. Go reports a child that
+// failed after the clone (its exec refused with EACCES or EPERM, its
+// working directory gone) with the same error as a refused clone: only a
+// control that starts shows the difference was the new namespace
+// (facts.ReadUserns). control is nil when the attempt started.
+func usernsAttempt(start func(cloneflags uintptr) facts.Outcome) (attempt facts.Outcome, control *facts.Outcome) {
+	attempt = start(syscall.CLONE_NEWUSER)
+	if attempt.OK {
+		return attempt, nil
 	}
+	c := start(0)
+	return attempt, &c
+}
+
+// startChild runs path with args as a child cloned with cloneflags, for
+// at most 10 s: OK when it started (with Error saying how it failed
+// after, if it did), else why it did not, with its errno.
+func startChild(path string, cloneflags uintptr, args ...string) facts.Outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, "sleep", "0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: cloneflags}
 	if err := cmd.Start(); err != nil {
-		// The clone failed: err wraps its errno.
+		// The clone failed, or the child failed before its exec
+		// completed: err wraps the errno either way.
 		return outcome(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		// The namespace was created; the child then failed. Still a
-		// creation, but say so rather than report a clean OK.
-		return facts.Outcome{OK: true, Error: "child in the new user namespace: " + err.Error()}
+		// The child started (in its new namespace, if asked for) and
+		// then failed: still a start, but say so rather than report a
+		// clean OK.
+		what := "child"
+		if cloneflags&syscall.CLONE_NEWUSER != 0 {
+			what = "child in the new user namespace"
+		}
+		return facts.Outcome{OK: true, Error: what + ": " + err.Error()}
 	}
 	return facts.Outcome{OK: true}
 }
