@@ -29,9 +29,12 @@ must lie in that key's window (docs/qualification.md#gate); --key then
 only narrows the policy's entries, and a key the policy does not trust is
 a usage error. Without --policy, --key names the keys to check integrity
 against (no row binding, no window). A verified report prints one OK
-line on stdout; a failing one prints FAILED and its problems on stderr.
-With --json every report, passing or not, is one JSON object per line on
-stdout.`
+line on stdout, then its runtime posture as this qualify reads it from
+the report's Engine facts with its own advisory list, each advisory the
+report's recorded posture leaves out marked "not recorded by the report"
+(docs/qualification.md#posture); a failing one prints FAILED and its
+problems on stderr. With --json every report, passing or not, is one
+JSON object per line on stdout, a verified one with that posture.`
 	return c
 }
 
@@ -110,12 +113,15 @@ func (o *verifyOptions) verifier(ctx context.Context) (verifyFunc, error) {
 
 // verifyLine is one directory's outcome for --json.
 type verifyLine struct {
-	Dir      string           `json:"dir"`
-	OK       bool             `json:"ok"`
-	Subjects int              `json:"subjects,omitempty"`
-	Verdict  string           `json:"verdict,omitempty"`
-	Problems []attest.Problem `json:"problems,omitempty"`
-	Error    string           `json:"error,omitempty"`
+	Dir      string `json:"dir"`
+	OK       bool   `json:"ok"`
+	Subjects int    `json:"subjects,omitempty"`
+	Verdict  string `json:"verdict,omitempty"`
+	// Posture is the verified report's posture as this build reads it
+	// (evidence.ReadPosture), not its record alone.
+	Posture  *evidence.PostureReading `json:"posture,omitempty"`
+	Problems []attest.Problem         `json:"problems,omitempty"`
+	Error    string                   `json:"error,omitempty"`
 }
 
 // outcomeOf is the verifyLine of dir verified as s, or failing with err:
@@ -124,7 +130,7 @@ type verifyLine struct {
 func outcomeOf(dir string, s *evidence.Signed, err error) verifyLine {
 	line := verifyLine{Dir: dir, OK: err == nil}
 	if err == nil {
-		line.Subjects, line.Verdict = s.Subjects, s.Run.Verdict.String()
+		line.Subjects, line.Verdict, line.Posture = s.Subjects, s.Run.Verdict.String(), evidence.ReadPosture(s.Run)
 		return line
 	}
 	line.Error = err.Error()
@@ -142,8 +148,8 @@ func outcomeOf(dir string, s *evidence.Signed, err error) verifyLine {
 }
 
 // print prints one directory's outcome: with --json the line on stdout;
-// else OK and what was verified on stdout, or FAILED and its problems
-// (or error) on stderr.
+// else OK and what was verified on stdout, with the posture's lines
+// indented below it, or FAILED and its problems (or error) on stderr.
 func (o *verifyOptions) print(stdout, stderr io.Writer, line verifyLine, s *evidence.Signed, signer string) {
 	switch {
 	case o.asJSON:
@@ -151,6 +157,11 @@ func (o *verifyOptions) print(stdout, stderr io.Writer, line verifyLine, s *evid
 		fmt.Fprintf(stdout, "%s\n", data)
 	case line.OK:
 		fmt.Fprintf(stdout, "%s: OK: %d subjects verified, signed run verdict %s, tuple %s, harness %s%s\n", line.Dir, s.Subjects, s.Run.Verdict, s.Predicate.Tuple.Label(), s.Predicate.Harness, signer)
+		if line.Posture != nil {
+			for _, l := range line.Posture.Lines() {
+				fmt.Fprintf(stdout, "  %s\n", l)
+			}
+		}
 	case line.Problems != nil:
 		fmt.Fprintf(stderr, "%s: FAILED\n", line.Dir)
 		for _, p := range line.Problems {

@@ -215,7 +215,8 @@ func role(c GateColumn) string {
 }
 
 // GateTable renders the gate for a terminal: the GATE line, a legend (each
-// column's kind, state and reports with their tuples), the matrix with
+// column's kind, state and reports with their tuples and postures as this
+// build reads them, PostureReading.Brief), the matrix with
 // each column's state in its first row (in panels of consecutive columns,
 // each led by the scenario column, when one table would be wider than
 // TableWidth), and numbered footnotes for every reason and violation, all
@@ -243,6 +244,11 @@ func GateTable(w io.Writer, g *GateResult, ascii bool) error {
 		for _, r := range c.Reports {
 			writeWrapped(&buf, fmt.Sprintf("report %s, run verdict %s", clean(r.Dir), clean(r.RunVerdict.String())), "  ", "      ")
 			writeWrapped(&buf, label(r.Tuple), "    ", "      ")
+			if r.Posture != nil {
+				for _, l := range r.Posture.Brief() {
+					writeWrapped(&buf, clean(l), "    ", "      ")
+				}
+			}
 		}
 		if c.Kind == KindRow {
 			for _, r := range c.Refused {
@@ -282,9 +288,10 @@ func GateTable(w io.Writer, g *GateResult, ascii bool) error {
 
 // GateMarkdown renders the gate as Markdown, always ASCII-safe: the GATE
 // line, a legend listing every column's kind, state and reports with
-// their full tuples, the matrix (each column's state first) and the
-// numbered notes. Text from reports is escaped (non-ASCII and control
-// characters as \uXXXX, "&", "<", ">" as entities, "|" in cells).
+// their full tuples and postures (PostureReading.Brief), the matrix (each
+// column's state first) and the numbered notes. Text from reports is
+// escaped (non-ASCII and control characters as \uXXXX, "&", "<", ">" as
+// entities, "|" in cells).
 func GateMarkdown(g *GateResult) ([]byte, error) {
 	v := viewOf(g, mdText)
 	var buf bytes.Buffer
@@ -299,6 +306,9 @@ func GateMarkdown(g *GateResult) ([]byte, error) {
 		for _, r := range c.Reports {
 			text := fmt.Sprintf("report `%s` (run verdict %s): %s", mdCode(r.Dir), mdText(r.RunVerdict.String()), mdText(strings.Join(r.Tuple.Lines(), "; ")))
 			writeWrapped(&buf, text, "  - ", "    ")
+			if r.Posture != nil {
+				writeWrapped(&buf, mdText(strings.Join(r.Posture.Brief(), "; ")), "    - ", "      ")
+			}
 		}
 		if c.Kind == KindRow {
 			for _, r := range c.Refused {

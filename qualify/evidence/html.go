@@ -33,7 +33,11 @@ var htmlTmpl = template.Must(template.New("").Funcs(template.FuncMap{
 // normalised through their JSON form first, so the rendering at write
 // time and the one at verification agree.
 func RunHTML(r *Run, scenarios []*Scenario) ([]byte, error) {
-	v, err := runViewOf(r, scenarios)
+	var posture []string
+	if r.Posture != nil {
+		posture = r.Posture.Lines()
+	}
+	v, err := runViewOf(r, scenarios, posture)
 	if err != nil {
 		return nil, err
 	}
@@ -45,16 +49,22 @@ func RunHTML(r *Run, scenarios []*Scenario) ([]byte, error) {
 }
 
 // GateHTML renders the gate over reports as one self-contained HTML
-// document, like RunHTML: the GATE line, each column's kind and state,
-// the matrix (columns named by the policy's rows, in its order) with its
-// numbered notes, and then each admitted report as RunHTML shows it.
+// document, like RunHTML: the GATE line, each column's kind and state
+// with its reports' tuples and postures, the matrix (columns named by the
+// policy's rows, in its order) with its numbered notes, and then each
+// admitted report as RunHTML shows it, but for its posture, which is this
+// build's reading (ReadPosture) instead of the report's record.
 func GateHTML(g *GateResult, reports []*Signed) ([]byte, error) {
 	gv := viewOf(g, func(s string) string { return s })
 	v := gateHTMLView{Line: g.Line(), Passed: g.Passed, States: gv.states, Header: gv.header(func(s string) string { return s })}
 	for j, c := range g.Columns {
 		col := gateHTMLColumn{Name: c.Name, Role: role(c), State: gv.states[j], Class: stateClass(c.State)}
 		for _, r := range c.Reports {
-			col.Reports = append(col.Reports, r.Dir+" (run verdict "+r.RunVerdict.String()+"): "+strings.Join(r.Tuple.Lines(), "; "))
+			text := r.Dir + " (run verdict " + r.RunVerdict.String() + "): " + strings.Join(r.Tuple.Lines(), "; ")
+			if r.Posture != nil {
+				text += "; " + strings.Join(r.Posture.Brief(), "; ")
+			}
+			col.Reports = append(col.Reports, text)
 		}
 		v.Columns = append(v.Columns, col)
 	}
@@ -71,7 +81,11 @@ func GateHTML(g *GateResult, reports []*Signed) ([]byte, error) {
 	sorted := slices.Clone(reports)
 	slices.SortStableFunc(sorted, func(a, b *Signed) int { return strings.Compare(a.Dir, b.Dir) })
 	for i, s := range sorted {
-		rv, err := runViewOf(s.Run, s.Scenarios)
+		var posture []string
+		if p := ReadPosture(s.Run); p != nil {
+			posture = p.Lines()
+		}
+		rv, err := runViewOf(s.Run, s.Scenarios, posture)
 		if err != nil {
 			return nil, fmt.Errorf("evidence: %s: %w", s.Dir, err)
 		}
@@ -141,7 +155,9 @@ type scenarioSection struct {
 	Plots                                  []template.HTML
 }
 
-func runViewOf(r *Run, scenarios []*Scenario) (*runView, error) {
+// runViewOf prepares r for its template, showing posture (Posture.Lines
+// or PostureReading.Lines, "key: value" each) as its posture facts.
+func runViewOf(r *Run, scenarios []*Scenario, posture []string) (*runView, error) {
 	// The JSON form is what verification reads: rendering from it makes
 	// the write-time bytes those of any later re-rendering.
 	var run Run
@@ -166,11 +182,9 @@ func runViewOf(r *Run, scenarios []*Scenario) (*runView, error) {
 	fact("Manifest", fmt.Sprintf("%s (sha256 %s)", run.Manifest.Path, run.Manifest.SHA256))
 	fact("Engine", fmt.Sprintf("%s (API %s, commit %s) at %s", e.Version, e.APIVersion, e.GitCommit, run.Endpoint))
 	fact("Host", fmt.Sprintf("kernel %s, %s, cgroup v%s/%s, storage %s", e.KernelVersion, e.OperatingSystem, e.CgroupVersion, e.CgroupDriver, e.StorageDriver))
-	if run.Posture != nil {
-		for _, l := range run.Posture.Lines() {
-			k, val, _ := strings.Cut(l, ": ")
-			fact(strings.ToUpper(k[:1])+k[1:], val)
-		}
+	for _, l := range posture {
+		k, val, _ := strings.Cut(l, ": ")
+		fact(strings.ToUpper(k[:1])+k[1:], val)
 	}
 	fact("Image", fmt.Sprintf("%s (%s)", run.Image.ID, run.Image.Source))
 	if run.Harness != nil {

@@ -19,7 +19,8 @@ import (
 // qualify build that made the run those version numbers fall under. It
 // is derived from the header's Engine facts (PostureOf), which
 // verification recomputes (postureProblems); the gate judges the Engine
-// facts against its own advisory list and floors, not this record.
+// facts against its own advisory list and floors, not this record, and
+// verify and merge show readers their own reading (ReadPosture).
 type Posture struct {
 	// DefaultRuntime is /info DefaultRuntime ("runc"); "" in reports
 	// made before it was recorded.
@@ -188,12 +189,29 @@ func (p Posture) Component(name string) (Component, bool) {
 // Lines renders the posture for report headers: the runtimes, each
 // component and each advisory matched.
 func (p Posture) Lines() []string {
-	rt := p.DefaultRuntime
-	if rt == "" {
-		rt = "(not recorded)"
+	return postureLines(runtimeLine(p.DefaultRuntime, p.Runtimes), p.Components, p.Advisories, nil)
+}
+
+// Brief renders the posture in two lines for a run's stdout: the
+// runtimes, and the advisories matched by component (Lines has each).
+func (p Posture) Brief() []string {
+	return postureBrief(runtimeLine(p.DefaultRuntime, p.Runtimes), p.Components, p.Advisories)
+}
+
+// runtimeLine is the first line of Lines and Brief.
+func runtimeLine(defaultRuntime string, runtimes []string) string {
+	if defaultRuntime == "" {
+		defaultRuntime = "(not recorded)"
 	}
-	out := []string{fmt.Sprintf("runtime: %s (of %s)", rt, strings.Join(p.Runtimes, ", "))}
-	for _, c := range p.Components {
+	return fmt.Sprintf("runtime: %s (of %s)", defaultRuntime, strings.Join(runtimes, ", "))
+}
+
+// postureLines renders Lines after the runtime line rt; flags, when not
+// nil, has a note for each advisory ("" for none), shown after it in
+// parentheses.
+func postureLines(rt string, components []Component, advisories []AdvisoryMatch, flags []string) []string {
+	out := []string{rt}
+	for _, c := range components {
 		up := c.Upstream
 		if up == "" {
 			up = "unknown"
@@ -204,31 +222,29 @@ func (p Posture) Lines() []string {
 		}
 		out = append(out, s+")")
 	}
-	if len(p.Advisories) == 0 {
+	if len(advisories) == 0 {
 		return append(out, "advisories: none known for these versions")
 	}
-	for _, a := range p.Advisories {
+	for i, a := range advisories {
 		s := fmt.Sprintf("advisory: %s %s %s (fixed in %s): %s", a.ID, a.Component, a.Version, strings.Join(a.Fixed, ", "), a.Summary)
 		if a.Backports {
 			s += "; matched by version number, the distribution may have backported the fix"
+		}
+		if i < len(flags) && flags[i] != "" {
+			s += " (" + flags[i] + ")"
 		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// Brief renders the posture in two lines for a run's stdout: the
-// runtimes, and the advisories matched by component (Lines has each).
-func (p Posture) Brief() []string {
-	rt := p.DefaultRuntime
-	if rt == "" {
-		rt = "(not recorded)"
-	}
-	out := []string{fmt.Sprintf("runtime: %s (of %s)", rt, strings.Join(p.Runtimes, ", "))}
+// postureBrief renders Brief after the runtime line rt.
+func postureBrief(rt string, components []Component, advisories []AdvisoryMatch) []string {
+	out := []string{rt}
 	var parts []string
-	for _, c := range p.Components {
+	for _, c := range components {
 		var ids []string
-		for _, a := range p.Advisories {
+		for _, a := range advisories {
 			if a.Component == c.Name {
 				ids = append(ids, a.ID)
 			}
@@ -248,6 +264,159 @@ func (p Posture) Brief() []string {
 	return append(out, "advisories: "+strings.Join(parts, "; "))
 }
 
+// Notes on a PostureReading's advisories, as Lines and Brief show them.
+const (
+	// NotRecordedNote marks an advisory of this build's list that the
+	// report's recorded posture leaves out.
+	NotRecordedNote = "not recorded by the report; this verifier's list"
+	// RecordedOnlyNote marks an advisory the report records that this
+	// build's list does not put the version under (a harness with a
+	// longer or other list recorded it).
+	RecordedOnlyNote = "recorded by the report; not this verifier's list"
+)
+
+// PostureReading is a verified report's posture as this qualify build
+// reads it (docs/qualification.md#posture): the runtimes and components
+// its Engine facts give, the advisories of this build's KnownAdvisories
+// they fall under, and beside them any other advisory the report's
+// recorded posture lists, each marked with whether the record lists it
+// and whether this build's list has it. Verification accepts a record
+// that lists fewer advisories than this build knows (an older harness
+// knew fewer), so a record alone could say "none known" over a runc this
+// build knows to be affected; what verify and merge show a reader is
+// this reading, the record staying what the harness said (Run.Posture).
+type PostureReading struct {
+	DefaultRuntime string      `json:"defaultRuntime"`
+	Runtimes       []string    `json:"runtimes"`
+	Components     []Component `json:"components"`
+	// Advisories are this build's matches in KnownAdvisories order, then
+	// those only the record lists, in its order.
+	Advisories []ReadAdvisory `json:"advisories"`
+	// Recorded is false when the report records no posture (made before
+	// catalogue version 9).
+	Recorded bool `json:"recorded"`
+}
+
+// ReadAdvisory is one advisory of a PostureReading.
+type ReadAdvisory struct {
+	AdvisoryMatch
+	// Recorded is whether the report's recorded posture lists it.
+	Recorded bool `json:"recorded"`
+	// Known is whether this build's KnownAdvisories put the version
+	// under it.
+	Known bool `json:"known"`
+}
+
+// Note is how Lines and Brief mark a: NotRecordedNote, RecordedOnlyNote
+// or "" when the record and this build agree.
+func (a ReadAdvisory) Note() string {
+	switch {
+	case !a.Recorded:
+		return NotRecordedNote
+	case !a.Known:
+		return RecordedOnlyNote
+	}
+	return ""
+}
+
+// ReadPosture reads r's posture with this build's KnownAdvisories
+// (PostureReading); nil for a run without an Engine, which has no
+// runtime to read. r must be verified: an advisory its record lists is
+// taken as verification checked it, following from the Engine facts.
+func ReadPosture(r *Run) *PostureReading {
+	if engineless(r) {
+		return nil
+	}
+	p := PostureOf(r, nil)
+	out := &PostureReading{DefaultRuntime: p.DefaultRuntime, Runtimes: p.Runtimes, Components: p.Components,
+		Advisories: []ReadAdvisory{}, Recorded: r.Posture != nil}
+	var recorded []AdvisoryMatch
+	if r.Posture != nil {
+		recorded = r.Posture.Advisories
+	}
+	same := func(a, b AdvisoryMatch) bool { return a.ID == b.ID && a.Component == b.Component }
+	for _, a := range p.Advisories {
+		out.Advisories = append(out.Advisories, ReadAdvisory{AdvisoryMatch: a, Known: true,
+			Recorded: slices.ContainsFunc(recorded, func(m AdvisoryMatch) bool { return same(a, m) })})
+	}
+	for _, m := range recorded {
+		if !slices.ContainsFunc(p.Advisories, func(a AdvisoryMatch) bool { return same(a, m) }) {
+			out.Advisories = append(out.Advisories, ReadAdvisory{AdvisoryMatch: m, Recorded: true})
+		}
+	}
+	return out
+}
+
+// Unrecorded are the IDs of the advisories this build finds that the
+// report's record leaves out, in order.
+func (p *PostureReading) Unrecorded() []string {
+	var ids []string
+	for _, a := range p.Advisories {
+		if !a.Recorded {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
+}
+
+func (p *PostureReading) matches() (ms []AdvisoryMatch, notes []string) {
+	for _, a := range p.Advisories {
+		ms = append(ms, a.AdvisoryMatch)
+		notes = append(notes, a.Note())
+	}
+	return ms, notes
+}
+
+// runtimeLine is Posture's runtime line, or says that the Engine facts
+// have no runtimes (a report made before they were recorded).
+func (p *PostureReading) runtimeLine() string {
+	if p.DefaultRuntime == "" && len(p.Runtimes) == 0 {
+		return "runtime: not in the Engine facts"
+	}
+	return runtimeLine(p.DefaultRuntime, p.Runtimes)
+}
+
+// source is the first line of Lines and Brief: whose reading this is,
+// and how the report's record compares.
+func (p *PostureReading) source() string {
+	const head = "posture: this verifier's reading of the Engine facts; "
+	switch {
+	case !p.Recorded:
+		return head + "the report records none"
+	case slices.ContainsFunc(p.Advisories, func(a ReadAdvisory) bool { return a.Note() != "" }):
+		return head + "the report's record differs (each difference marked)"
+	}
+	return head + "the report's record agrees"
+}
+
+// Lines renders the reading as Posture.Lines does, after a line saying
+// whose it is, each advisory with its Note.
+func (p *PostureReading) Lines() []string {
+	ms, notes := p.matches()
+	return append([]string{p.source()}, postureLines(p.runtimeLine(), p.Components, ms, notes)...)
+}
+
+// Brief renders the reading as Posture.Brief does, after a line saying
+// whose it is, then a line naming the advisories the record leaves out
+// and one naming those only the record lists, when there are any.
+func (p *PostureReading) Brief() []string {
+	ms, _ := p.matches()
+	out := append([]string{p.source()}, postureBrief(p.runtimeLine(), p.Components, ms)...)
+	var only []string
+	for _, a := range p.Advisories {
+		if a.Note() == RecordedOnlyNote {
+			only = append(only, a.ID)
+		}
+	}
+	if ids := p.Unrecorded(); len(ids) > 0 {
+		out = append(out, "not recorded by the report (this verifier's list): "+strings.Join(ids, ", "))
+	}
+	if len(only) > 0 {
+		out = append(out, "recorded by the report (not this verifier's list): "+strings.Join(only, ", "))
+	}
+	return out
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "(none reported)"
@@ -258,8 +427,10 @@ func orNone(s string) string {
 // postureProblems says where r's recorded posture contradicts its Engine
 // facts: its runtimes and components must be those the facts give, and
 // each advisory it lists must be one its own fixed releases make the
-// recorded version fall under (a reader sees the harness's list; the
-// gate uses its own). A header without a posture (made before it was
+// recorded version fall under. A shorter list than this build's is not a
+// problem (an older harness knew fewer): verify and merge show readers
+// ReadPosture, which marks what the record leaves out, and the gate
+// judges the facts with its own list (FloorProblems). A header without a posture (made before it was
 // recorded) has none, unless it claims catalogue version 9 or later,
 // whose runs all record it: dropping it would leave a reader of
 // summary.md and report.html no account of the runtime.

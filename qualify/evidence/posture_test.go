@@ -10,6 +10,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/qualbox/qualbox/driver"
 	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
@@ -246,4 +247,71 @@ func TestGateFloorRefusesAHiddenRunc(t *testing.T) {
 		v := gate(func(r *evidence.Run) { r.Engine.RuncCommit = build })
 		assert.Check(t, is.Len(v, 0), "build %q: %v", build, v)
 	}
+}
+
+// A verified report's posture is read with this build's advisories: over
+// lane A's runc, a record that dropped some of them (re-signed, it still
+// verifies: an older harness knew fewer) shows each dropped one marked as
+// not recorded, in Lines and in Brief; a record listing one this build
+// does not know keeps it, marked as the report's alone; the honest record
+// agrees; a report without a record is read all the same; and a run
+// without an Engine has nothing to read.
+func TestReadPostureMarksWhatTheRecordLeavesOut(t *testing.T) {
+	read := func(edit func(*evidence.Posture)) *evidence.PostureReading {
+		t.Helper()
+		dir, keys := signedReport(t, func(r *evidence.Run) {
+			laneAEngine(r)
+			if edit != nil {
+				p := evidence.PostureOf(r, nil)
+				edit(&p)
+				r.Posture = &p
+			}
+		})
+		s, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+		assert.NilError(t, err)
+		return evidence.ReadPosture(s.Run)
+	}
+	all := []string{"CVE-2024-21626", "CVE-2025-31133", "CVE-2025-52565", "CVE-2025-52881", "CVE-2026-41579"}
+
+	dropped := read(func(p *evidence.Posture) { p.Advisories = p.Advisories[:1] })
+	assert.Check(t, dropped.Recorded)
+	assert.Check(t, is.DeepEqual(dropped.Unrecorded(), all[1:]))
+	lines := strings.Join(dropped.Lines(), "\n")
+	assert.Check(t, is.Contains(lines, "posture: this verifier's reading of the Engine facts; the report's record differs (each difference marked)\n"))
+	assert.Check(t, is.Contains(lines, "fix\nadvisory: CVE-2025-31133 runc 1.1.5+ds1 (fixed in 1.2.8, 1.3.3, 1.4.0-rc.3)"))
+	assert.Check(t, is.Contains(lines, "the distribution may have backported the fix (not recorded by the report; this verifier's list)"))
+	assert.Check(t, is.Equal(strings.Count(lines, "(not recorded by the report; this verifier's list)"), 4), lines)
+	assert.Check(t, !strings.Contains(lines, "none known"))
+	brief := dropped.Brief()
+	assert.Check(t, is.Equal(brief[len(brief)-1], "not recorded by the report (this verifier's list): "+strings.Join(all[1:], ", ")))
+
+	none := read(func(p *evidence.Posture) { p.Advisories = []evidence.AdvisoryMatch{} })
+	assert.Check(t, is.DeepEqual(none.Unrecorded(), all))
+
+	newer := evidence.AdvisoryMatch{ID: "CVE-2099-1", Component: "runc", Version: "1.1.5+ds1", Summary: "later", Fixed: []string{"1.6.0"}, Backports: true}
+	longer := read(func(p *evidence.Posture) { p.Advisories = append(p.Advisories, newer) })
+	assert.Check(t, is.Len(longer.Unrecorded(), 0))
+	assert.Assert(t, is.Len(longer.Advisories, 6))
+	assert.Check(t, is.DeepEqual(longer.Advisories[5], evidence.ReadAdvisory{AdvisoryMatch: newer, Recorded: true}))
+	assert.Check(t, is.Contains(strings.Join(longer.Lines(), "\n"), "advisory: CVE-2099-1 runc 1.1.5+ds1 (fixed in 1.6.0): later; matched by version number, the distribution may have backported the fix (recorded by the report; not this verifier's list)"))
+	assert.Check(t, is.Equal(longer.Brief()[len(longer.Brief())-1], "recorded by the report (not this verifier's list): CVE-2099-1"))
+
+	honest := read(func(*evidence.Posture) {})
+	assert.Check(t, is.Len(honest.Unrecorded(), 0))
+	assert.Check(t, is.Equal(honest.Lines()[0], "posture: this verifier's reading of the Engine facts; the report's record agrees"))
+	assert.Check(t, is.DeepEqual(honest.Lines()[1:], evidence.PostureOf(&evidence.Run{Engine: honestEngine()}, nil).Lines()))
+
+	unrecorded := read(nil)
+	assert.Check(t, !unrecorded.Recorded)
+	assert.Check(t, is.Equal(unrecorded.Lines()[0], "posture: this verifier's reading of the Engine facts; the report records none"))
+	assert.Check(t, is.DeepEqual(unrecorded.Unrecorded(), all))
+
+	assert.Check(t, evidence.ReadPosture(&evidence.Run{}) == nil, "a run without an Engine")
+}
+
+// honestEngine is lane A's Engine facts as laneAEngine sets them.
+func honestEngine() driver.EngineFacts {
+	r := &evidence.Run{}
+	laneAEngine(r)
+	return r.Engine
 }

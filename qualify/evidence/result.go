@@ -98,6 +98,10 @@ type GateReport struct {
 	Dir        string  `json:"dir"`
 	Tuple      Tuple   `json:"tuple"`
 	RunVerdict Verdict `json:"runVerdict"`
+	// Posture is the report's posture as this build reads it
+	// (ReadPosture), not the report's record alone; nil for a run
+	// without an Engine.
+	Posture *PostureReading `json:"posture,omitempty"`
 }
 
 // GateColumn is one column of the gate: a row of the requirement, a
@@ -263,7 +267,8 @@ func Judge(reports []*Signed, refused []Refusal, req *Requirement) *GateResult {
 	g.Matrix = mergeColumns(mcols, members)
 	for j := range g.Columns {
 		for _, rep := range members[j] {
-			g.Columns[j].Reports = append(g.Columns[j].Reports, GateReport{Dir: rep.Dir, Tuple: rep.Predicate.Tuple, RunVerdict: rep.Predicate.Verdict})
+			g.Columns[j].Reports = append(g.Columns[j].Reports, GateReport{Dir: rep.Dir, Tuple: rep.Predicate.Tuple, RunVerdict: rep.Predicate.Verdict,
+				Posture: ReadPosture(rep.Run)})
 		}
 	}
 
