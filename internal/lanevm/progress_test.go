@@ -1,0 +1,82 @@
+package lanevm
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+func appendTo(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	assert.NilError(t, err)
+	_, err = f.WriteString(text)
+	assert.NilError(t, err)
+	assert.NilError(t, f.Close())
+}
+
+// While the job runs, each look shows the complete lines gained since the
+// last (a line still being written waits for its newline); of the
+// conformance log, the test starts and verdicts only.
+func TestLogTailShowsNewCompleteLines(t *testing.T) {
+	state := t.TempDir()
+	logs := guestLogs(state)
+	var out bytes.Buffer
+	show := func() string {
+		out.Reset()
+		for _, l := range logs {
+			l.show(&out, false)
+		}
+		return out.String()
+	}
+	assert.Check(t, is.Equal(show(), ""))
+	appendTo(t, filepath.Join(state, "qualify.log"), "lifecycle started\nlifecycle pass")
+	assert.Check(t, is.Equal(show(), "  guest qualify| lifecycle started\n"))
+	appendTo(t, filepath.Join(state, "qualify.log"), "ed\r\n")
+	appendTo(t, filepath.Join(state, "conformance.log"), "=== RUN   TestConformance\n    noise.go:1: detail\n    --- PASS: TestConformance/Start (1.2s)\nok  \tdriver\n")
+	assert.Check(t, is.Equal(show(), "  guest qualify| lifecycle passed\n"+
+		"  guest conformance| === RUN   TestConformance\n"+
+		"  guest conformance|     --- PASS: TestConformance/Start (1.2s)\n"+
+		"  guest conformance| ok  \tdriver\n"))
+	assert.Check(t, is.Equal(show(), ""))
+}
+
+// Once the guest stopped, every remaining line is shown up to FinalLines,
+// then how many more the copy holds; a last line without its newline is
+// shown as cut off.
+func TestLogTailFinal(t *testing.T) {
+	state := t.TempDir()
+	l := guestLogs(state)[1]
+	appendTo(t, l.path, "=== RUN   TestX\nnot a verdict\ngoroutine 1 [running]:\nmain.f(...)")
+	var out bytes.Buffer
+	l.show(&out, true)
+	assert.Check(t, is.Equal(out.String(), "  guest conformance| === RUN   TestX\n  guest conformance| not a verdict\n"+
+		"  guest conformance| goroutine 1 [running]:\n  guest conformance.log| main.f(...) (unfinished when the guest stopped)\n"))
+
+	long := guestLogs(t.TempDir())[0]
+	var b strings.Builder
+	for i := range FinalLines + 5 {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	appendTo(t, long.path, b.String())
+	out.Reset()
+	long.show(&out, true)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	assert.Check(t, is.Len(lines, FinalLines+1))
+	assert.Check(t, is.Equal(lines[FinalLines-1], fmt.Sprintf("  guest qualify| line %d", FinalLines-1)))
+	assert.Check(t, is.Equal(lines[FinalLines], "  guest qualify.log: 5 more lines in the copy beside the report"))
+}
+
+func TestConsoleTail(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "console.log")
+	assert.Check(t, is.Len(ConsoleTail(p, 5), 0))
+	appendTo(t, p, "a\r\nb\r\nc\r\n")
+	assert.Check(t, is.DeepEqual(ConsoleTail(p, 2), []string{"b", "c"}))
+	assert.Check(t, is.DeepEqual(ConsoleTail(p, 10), []string{"a", "b", "c"}))
+}
