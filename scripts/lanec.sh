@@ -13,9 +13,15 @@
 #       Assemble the guest (debootstrap on the host, every package installed
 #       from the host side, never inside the guest) and cache it under
 #       /var/cache/qualbox/lanec/<key>/, where <key> digests the package
-#       list, this script's guest recipe and the tuple's VERSIONS. A cached
-#       image is reused, so a second bring-up costs only the boot. Prints
-#       the cache directory.
+#       list, this script's guest recipe, the guest's files it copies in
+#       (scripts/lanec/guest/) and the tuple's VERSIONS. A cached image is
+#       reused, so a second bring-up costs only the boot. Prints the cache
+#       directory.
+#   scripts/lanec.sh key [--versions FILE]
+#       Print the cache keys `image` would use: `image KEY` (the bootable
+#       image) and `base KEY` (the debootstrapped root it starts from), with
+#       FILE as the tuple's VERSIONS (default: the tuple's own, built or
+#       found first).
 #   scripts/lanec.sh run [--manifest FILE] [--out DIR] [--signing-key FILE]
 #                        [--no-conformance] [--record DIR]
 #       Boot the guest, run `qualify run` on the manifest inside it (default
@@ -23,14 +29,22 @@
 #       suite (`-test.run Conformance`, profile linux-x64), power the guest
 #       off and bring the signed report out to DIR (default
 #       reports/runs/<UTC timestamp>). Lane C's own files (console log,
-#       conformance output, timings) go to DIR.lanec/ beside it. Exit
-#       status: 0 when the guest ran both and both passed, 1 otherwise.
-#       --record DIR also
-#       records the observer's cgroup v2 trees (as `record`) in the same boot.
+#       conformance output, timings, result) go to DIR.lanec/ beside it.
+#       Exit status: 0 when the guest ran both and both passed, 1 otherwise
+#       (internal/lanevm's result), 2 on a bad argument or setting, 130
+#       when interrupted. --record DIR also records the observer's cgroup
+#       v2 trees (as `record`) in the same boot.
 #   scripts/lanec.sh record DIR
 #       Boot the guest and record real cgroup v2 trees (before, during OOM,
-#       during pids exhaustion, after cleanup) into DIR
-#       (scripts/lanec-record-guest.sh runs inside the guest).
+#       during pids exhaustion, after cleanup) into DIR, which must be
+#       absent or empty (scripts/lanec-record-guest.sh runs inside the
+#       guest).
+#
+# The guest's job is scripts/lanec-job.sh; the run itself (boot, bounds,
+# progress, power-down, collecting the results, the exit status) is
+# supervised by internal/lanevm's command, which this script builds and
+# hands the run to once the image, the accelerator and the shared folder
+# are ready.
 #
 # The Engine tuple (docs/lanes.md#engine-tuples), environment LANEC_TUPLE:
 # `lane-b` (the default) is lane B's pinned dockerd and runc
@@ -40,22 +54,25 @@
 # by scripts/tuple.sh and replacing Debian's in the guest, with the
 # containerd image store. Each tuple has its own cached image.
 #
-# Bounds (seconds, environment): LANEC_BOOT_TIMEOUT (qemu start until the
-# job unit starts, default 900), LANEC_ENGINE_TIMEOUT (then until the
-# guest's Engine answers, default 900), LANEC_RUN_TIMEOUT (the job itself,
-# default 2400), LANEC_STOP_GRACE (ACPI power-down until qemu is killed,
-# default 180), LANEC_DEADLINE (an absolute end for the guest, in seconds
-# since the epoch: reached first, it stops the guest like a timeout; CI
-# sets it so that a stuck job still ends, with its diagnostics, inside CI's
-# budget), LANEC_SCENARIO_TIMEOUT (qualify's --scenario-timeout in the
-# guest, default 10m: the slowest scenario takes about 70 s there, and one
-# past its limit leaves its goroutine stacks in the report). The defaults allow for a host shared with other work: on an
-# idle 2-core host the guest boots in about 20 s and dockerd is ready
-# about 10 s later. On failure the guest's
-# last console lines are printed. The qemu process this script started is
-# stopped by its PID on every exit path (EXIT, INT, TERM): first a graceful
-# power-down, so that `qualify` inside gets SIGTERM and writes its partial
-# report, then SIGTERM/SIGKILL to that PID only.
+# Bounds (environment; internal/lanevm.BudgetFromEnv reads them, whole
+# seconds): LANEC_BOOT_TIMEOUT (qemu start until the job unit starts,
+# default 900), LANEC_ENGINE_TIMEOUT (then until the guest's Engine
+# answers, default 900, plus 60 s for the guest to report it never did),
+# LANEC_RUN_TIMEOUT (the job itself, default 2400), LANEC_STOP_GRACE (the
+# power-down until qemu is killed, default 180), LANEC_DEADLINE (an
+# absolute end for the guest, in seconds since the epoch: reached first,
+# it stops the guest like a passed bound; CI sets it so that a stuck job
+# still ends, with its diagnostics, inside CI's budget). Each phase's
+# bound counts from the end of the one before. LANEC_SCENARIO_TIMEOUT is
+# qualify's --scenario-timeout in the guest (default 10m: the slowest
+# scenario takes about 70 s there, and one past its limit leaves its
+# goroutine stacks in the report). The defaults allow for a host shared
+# with other work: on an idle 2-core host the guest boots in about 20 s
+# and dockerd is ready about 10 s later. On failure the guest's last
+# console lines are printed. The qemu process is stopped by its PID on
+# every path: first a power-down through the ACPI button, so that
+# `qualify` inside gets SIGTERM and writes its partial report, then
+# SIGTERM and, 10 s later, SIGKILL to that PID only.
 #
 # Architecture (docs/lanes.md#lane-d), environment LANEC_ARCH: amd64 (the
 # default: lane C, qemu-system-x86_64) or arm64 (lane D: a Debian arm64
@@ -120,23 +137,11 @@ if [ "$TUPLE" != lane-b ] && ! "$ROOT_DIR/scripts/tuple.sh" prefix "$TUPLE" >/de
 fi
 # TUPLE_PREFIX holds the tuple's bin/ and VERSIONS once ensure_tuple ran.
 TUPLE_PREFIX=
-BOOT_TIMEOUT=${LANEC_BOOT_TIMEOUT:-900}
-ENGINE_TIMEOUT=${LANEC_ENGINE_TIMEOUT:-900}
-RUN_TIMEOUT=${LANEC_RUN_TIMEOUT:-2400}
 SCENARIO_TIMEOUT=${LANEC_SCENARIO_TIMEOUT:-10m}
-DEADLINE=${LANEC_DEADLINE:-}
-if [ -n "$DEADLINE" ] && ! [[ $DEADLINE =~ ^[1-9][0-9]{9,11}$ ]]; then
-	echo "lanec: LANEC_DEADLINE must be an absolute time in seconds since the epoch (date +%s), got '$DEADLINE'" >&2
-	exit 2
-fi
 if ! [[ $SCENARIO_TIMEOUT =~ ^[1-9][0-9]*(ms|s|m|h)$ ]]; then
 	echo "lanec: LANEC_SCENARIO_TIMEOUT must be a Go duration such as 10m or 90s, got '$SCENARIO_TIMEOUT'" >&2
 	exit 2
 fi
-# past_deadline: LANEC_DEADLINE is set and has passed.
-past_deadline() { [ -n "$DEADLINE" ] && (($(date +%s) >= DEADLINE)); }
-PROGRESS_SHOWN=()
-STOP_GRACE=${LANEC_STOP_GRACE:-180}
 IMAGE_BYTES=8G
 ARCH=${LANEC_ARCH:-amd64}
 case $ARCH in
@@ -198,6 +203,11 @@ KERNEL_ARGS="root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 a
 [ "$ARCH" = amd64 ] || KERNEL_ARGS="root=/dev/vda rw console=$CONSOLE systemd.unified_cgroup_hierarchy=1 apparmor=1 security=apparmor"
 
 log() { echo "lanec: $*" >&2; }
+
+# WORK is a run's work directory (new_work); cleanup_work removes it unless
+# LANEC_KEEP_WORK is set. Every EXIT trap of this script calls it.
+WORK=
+cleanup_work() { if [ -n "$WORK" ] && [ -z "${LANEC_KEEP_WORK:-}" ]; then rm -rf "$WORK"; fi; }
 die() {
 	echo "lanec: $*" >&2
 	exit 1
@@ -268,33 +278,35 @@ need_tools() {
 	[ "$(id -u)" = 0 ] || die "lane C needs root (debootstrap, chroot, mkfs); run: sudo $0 $*"
 }
 
+# GUEST_FILES is the tree of files guest_recipe copies into the root as
+# they are (regular files, mode 0644): the unit files, fstab and the rest
+# of the guest's configuration. Their paths and contents are part of the
+# cache key (guest_files).
+GUEST_FILES=$ROOT_DIR/scripts/lanec/guest
+
 # guest_recipe configures the debootstrapped root $1 from the host side. Its
 # text is part of the cache key: editing it rebuilds the image.
 guest_recipe() {
-	local r=$1
-	echo qualbox-lanec >"$r/etc/hostname"
-	printf '127.0.0.1 localhost qualbox-lanec\n' >"$r/etc/hosts"
-	cat >"$r/etc/fstab" <<-'EOF'
-		/dev/vda / ext4 rw,errors=remount-ro 0 1
-		qualbox /mnt/qualbox 9p trans=virtio,version=9p2000.L,msize=524288,nofail 0 0
-	EOF
+	local r=$1 f
+	# hostname, hosts, fstab (the 9p folder at /mnt/qualbox), the 9p and
+	# dummy modules, containerd's configuration and its longer start
+	# timeout, docker.service (the tuple's dockerd), qualbox-net.service (a
+	# dummy interface and forwarding, for network-isolation),
+	# qualbox-job.service (runs /mnt/qualbox/job.sh, then powers off) and
+	# systemd's quiet status.
+	while IFS= read -r -d '' f; do
+		install -D -m 0644 "$GUEST_FILES/$f" "$r/$f"
+	done < <(cd "$GUEST_FILES" && find . -type f -print0)
 	mkdir -p "$r/mnt/qualbox"
-	printf '9p\n9pnet_virtio\ndummy\n' >"$r/etc/modules-load.d/qualbox.conf"
 	# The serial console carries the job's output (journal+console); a login
 	# prompt on it interleaves and drops lines, so no getty runs there.
 	chroot "$r" systemctl mask serial-getty@ttyS0.service getty@tty1.service \
 		docker.socket systemd-timesyncd.service >/dev/null 2>&1
 	# The tuple's runc replaces Debian's (diverted, so dpkg keeps it aside),
 	# and so do its containerd and shim when it has them. containerd runs
-	# as its own unit rather than supervised by dockerd: dockerd gives a
-	# containerd it starts itself 15 s to come up, too little for an
-	# emulated CPU on a shared host. Its CRI gRPC service is off, as in the
-	# configuration dockerd writes for a managed containerd (containerd 2.x
-	# still loads its CRI image and runtime plugins).
+	# as its own unit rather than supervised by dockerd (its configuration
+	# and start timeout are among the guest files).
 	chroot "$r" systemctl unmask containerd.service >/dev/null 2>&1
-	printf 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n' >"$r/etc/containerd/config.toml"
-	mkdir -p "$r/etc/systemd/system/containerd.service.d"
-	printf '[Service]\nTimeoutStartSec=600\n' >"$r/etc/systemd/system/containerd.service.d/qualbox.conf"
 	chroot "$r" dpkg-divert --local --rename --divert /usr/sbin/runc.debian --add /usr/sbin/runc >/dev/null
 	install -m 0755 "$TUPLE_PREFIX/bin/runc" "$r/usr/sbin/runc"
 	local b
@@ -312,78 +324,8 @@ guest_recipe() {
 	fi
 	printf '{"exec-opts":["native.cgroupdriver=systemd"],"bridge":"none","iptables":false,"ip6tables":false%s}\n' \
 		"$features" >"$r/etc/docker/daemon.json"
-	# Debian's docker.service is replaced whole: no socket activation, the
-	# tuple's binary.
-	cat >"$r/etc/systemd/system/docker.service" <<-'EOF'
-		[Unit]
-		Description=Docker Engine (lane C's Engine tuple, systemd cgroup driver)
-		After=local-fs.target qualbox-net.service apparmor.service containerd.service
-		Wants=qualbox-net.service containerd.service
-		StartLimitIntervalSec=0
-		[Service]
-		Type=notify
-		ExecStart=/usr/local/bin/dockerd -H unix:///var/run/docker.sock --containerd=/run/containerd/containerd.sock
-		Environment=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-		Delegate=yes
-		KillMode=process
-		LimitNOFILE=infinity
-		LimitNPROC=infinity
-		TasksMax=infinity
-		# Under TCG on a busy host dockerd can miss its own containerd start
-		# deadline; systemd tries again.
-		Restart=on-failure
-		RestartSec=5
-		TimeoutStartSec=600
-		TimeoutStopSec=120
-		[Install]
-		WantedBy=multi-user.target
-	EOF
-	# network-isolation needs a non-loopback IPv4 address on the host (a
-	# documentation-range dummy: still no route anywhere) and forwarding on,
-	# or `outbound` creates fail with "IPv4 forwarding is disabled".
-	cat >"$r/etc/systemd/system/qualbox-net.service" <<-'EOF'
-		[Unit]
-		Description=qualbox dummy interface 192.0.2.1/24 (no route anywhere)
-		Before=docker.service
-		[Service]
-		Type=oneshot
-		RemainAfterExit=yes
-		ExecStart=/sbin/ip link add qualbox0 type dummy
-		ExecStart=/sbin/ip addr add 192.0.2.1/24 dev qualbox0
-		ExecStart=/sbin/ip link set qualbox0 up
-	EOF
-	echo 'net.ipv4.ip_forward=1' >"$r/etc/sysctl.d/90-qualbox.conf"
-	# The job: whatever the host put at /mnt/qualbox/job.sh, after the Engine,
-	# with its output on the console; the guest powers off when it ends. On
-	# power-down (the host's ACPI request) systemd sends SIGTERM to the job
-	# before it stops docker.service.
-	cat >"$r/etc/systemd/system/qualbox-job.service" <<-'EOF'
-		[Unit]
-		Description=qualbox lane C job
-		After=docker.service qualbox-net.service systemd-sysctl.service
-		Wants=docker.service
-		RequiresMountsFor=/mnt/qualbox
-		SuccessAction=poweroff
-		FailureAction=poweroff
-		[Service]
-		Type=oneshot
-		ExecStart=/bin/bash /mnt/qualbox/job.sh
-		StandardOutput=journal+console
-		StandardError=journal+console
-		TimeoutStartSec=infinity
-		TimeoutStopSec=150
-		# SIGTERM to the job's shell only, whose trap stops qualify (SIGTERM,
-		# then SIGQUIT) and the conformance binary (SIGQUIT, for its stacks);
-		# SIGKILL to all that is left at the stop timeout.
-		KillMode=mixed
-		[Install]
-		WantedBy=multi-user.target
-	EOF
 	chroot "$r" systemctl enable containerd.service docker.service qualbox-job.service >/dev/null 2>&1
 	chroot "$r" passwd -d root >/dev/null
-	# Log the kernel and systemd quietly: the job's lines are what matter.
-	mkdir -p "$r/etc/systemd/system.conf.d"
-	printf '[Manager]\nShowStatus=error\n' >"$r/etc/systemd/system.conf.d/qualbox.conf"
 	rm -f "$r/etc/machine-id" && touch "$r/etc/machine-id"
 	chroot "$r" apt-get clean
 }
@@ -424,14 +366,24 @@ ensure_tuple() {
 	log "Engine tuple $TUPLE: $(head -n 1 "$TUPLE_PREFIX/VERSIONS")"
 }
 
-# cache_key digests everything in the bootable image: the base, the guest
-# recipe's text, the kernel arguments, the image size and the tuple's
-# VERSIONS.
+# guest_files prints a digest line (SHA-256, path) for each file the
+# image takes from the checked-in tree: GUEST_FILES and, for arm64, the
+# initramfs's init.
+guest_files() {
+	(cd "$GUEST_FILES" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+	if [ "$ARCH" = arm64 ]; then sha256sum "$INITRAMFS_INIT" | sed "s|$ROOT_DIR/||"; fi
+}
+
+# cache_key VERSIONS digests everything in the bootable image: the base,
+# the guest recipe's text and the guest files it copies, the kernel
+# arguments, the image size and the tuple's VERSIONS file.
 cache_key() {
+	local versions=$1
 	{
 		base_key
 		printf '%s\n' "$KERNEL_ARGS" "$IMAGE_BYTES"
 		declare -f guest_recipe
+		guest_files
 		if variant; then
 			echo "arch $ARCH cgroup driver $CGROUP_DRIVER"
 			declare -f guest_recipe_variant
@@ -444,7 +396,7 @@ cache_key() {
 			declare -f emulator_install
 			echo "emulate $EMULATE $QEMU_USER_PKG"
 		fi
-		cat "$TUPLE_PREFIX/VERSIONS"
+		cat "$versions"
 	} | sha256sum | cut -c1-16
 }
 
@@ -458,7 +410,7 @@ build_base() {
 	mkdir -p "$CACHE/debs"
 	t=$(mktemp -d "$CACHE/base.XXXXXX")
 	# shellcheck disable=SC2064 # expand t now: it is local
-	trap "umount_chroot '$t/root'; rm -rf '$t'" EXIT
+	trap "umount_chroot '$t/root'; rm -rf '$t'; cleanup_work" EXIT
 	[ -n "$MIRROR" ] || die "no Debian archive in this host's apt sources; set LANEC_MIRROR to one"
 	log "debootstrap $SUITE into $t/root (minutes)"
 	local foreign=()
@@ -486,7 +438,7 @@ build_base() {
 	mv "$t/base.tar" "$dest"
 	log "debootstrap base cached as $dest after $(($(date +%s) - start)) s"
 	rm -rf "$t"
-	trap - EXIT
+	trap cleanup_work EXIT
 }
 
 # image builds (or finds) the cached guest and sets IMAGE_DIR. Two stages,
@@ -499,16 +451,12 @@ image() {
 	local key bkey base
 	bkey=$(base_key)
 	base=$CACHE/base-$bkey.tar
-	[ "$ARCH" != arm64 ] || ARM64_KERNEL_PKG=$(arm64_kernel_pkg)
-	if [ -n "$EMULATE" ]; then
-		QEMU_USER_PKG=$(candidate_version "qemu-user-static:$ARCH")
-		[ -n "$QEMU_USER_PKG" ] || die "no qemu-user-static:$ARCH in this host's package lists"
-	fi
+	package_versions
 	# The base first: debootstrap needs no tuple, and a tuple build can
 	# run meanwhile.
 	[ -f "$base" ] || build_base "$base"
 	ensure_tuple
-	key=$(cache_key)
+	key=$(cache_key "$TUPLE_PREFIX/VERSIONS")
 	IMAGE_DIR=$CACHE/$key
 	if [ -f "$IMAGE_DIR/rootfs.img" ] && [ -f "$IMAGE_DIR/vmlinuz" ] && [ -f "$IMAGE_DIR/initrd.img" ]; then
 		log "cached guest $IMAGE_DIR"
@@ -518,7 +466,7 @@ image() {
 	start=$(date +%s)
 	tmp=$(mktemp -d "$CACHE/build.XXXXXX")
 	# shellcheck disable=SC2064 # expand tmp now: it is local
-	trap "umount_chroot '$tmp/root'; rm -rf '$tmp'" EXIT
+	trap "umount_chroot '$tmp/root'; rm -rf '$tmp'; cleanup_work" EXIT
 	log "cached debootstrap base $base"
 	mkdir -p "$tmp/root"
 	tar --numeric-owner --xattrs --acls -C "$tmp/root" -xf "$base"
@@ -561,8 +509,41 @@ image() {
 	rm -rf "$IMAGE_DIR"
 	mv "$tmp/out" "$IMAGE_DIR"
 	rm -rf "$tmp"
-	trap - EXIT
+	trap cleanup_work EXIT
 	log "guest image $IMAGE_DIR built in $(($(date +%s) - start)) s"
+}
+
+# package_versions sets what the cache key reads from this host's package
+# lists: lane D's kernel package and, emulating, qemu-user-static's version.
+package_versions() {
+	[ "$ARCH" != arm64 ] || ARM64_KERNEL_PKG=$(arm64_kernel_pkg)
+	if [ -n "$EMULATE" ]; then
+		QEMU_USER_PKG=$(candidate_version "qemu-user-static:$ARCH")
+		[ -n "$QEMU_USER_PKG" ] || die "no qemu-user-static:$ARCH in this host's package lists"
+	fi
+}
+
+# key_command implements `key [--versions FILE]` (see the header).
+key_command() {
+	local versions=
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--versions)
+			[ $# -ge 2 ] || die "key: --versions needs a file"
+			versions=$2
+			shift 2
+			;;
+		*) die "key: unknown argument $1 (see the header of $0)" ;;
+		esac
+	done
+	package_versions
+	if [ -z "$versions" ]; then
+		ensure_tuple >&2
+		versions=$TUPLE_PREFIX/VERSIONS
+	fi
+	[ -f "$versions" ] || die "key: no VERSIONS file at $versions"
+	echo "image $(cache_key "$versions")"
+	echo "base $(base_key)"
 }
 
 # ensure_binfmt makes this host run $ARCH executables through qemu-user:
@@ -622,12 +603,15 @@ candidate_version() {
 	apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '^(none)$' | head -n 1 || true
 }
 
+# INITRAMFS_INIT is lane D's initramfs /init (arm64_kernel).
+INITRAMFS_INIT=$ROOT_DIR/scripts/lanec/initramfs-init
+
 # arm64_kernel ROOT OUT TMP unpacks the kernel package ARM64_KERNEL_PKG into
 # ROOT (its modules, for 9p and the rest systemd loads), writes OUT/vmlinuz
 # and OUT/initrd.img: an initramfs of the root's static busybox and the
 # modules that mount /dev/vda (virtio_blk, virtio_pci, ext4, crc32c_generic
 # with their dependencies in modules.dep order), whose /init mounts it and
-# switches to it.
+# switches to it (INITRAMFS_INIT).
 arm64_kernel() {
 	local r=$1 out=$2 t=$3 name ver kver
 	read -r name ver <<<"$ARM64_KERNEL_PKG"
@@ -669,25 +653,7 @@ arm64_kernel() {
 		esac
 		basename "${m%.xz}" >>"$t/initrd/modules/order"
 	done
-	cat >"$t/initrd/init" <<-'EOF'
-		#!/bin/busybox sh
-		/bin/busybox --install -s /bin
-		mkdir -p /proc /sys /dev /root
-		mount -t proc proc /proc
-		mount -t sysfs sysfs /sys
-		mount -t devtmpfs devtmpfs /dev
-		for m in $(cat /modules/order); do insmod "/modules/$m" || echo "initramfs: insmod $m failed"; done
-		i=0
-		while [ ! -b /dev/vda ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-		if ! mount -t ext4 -o rw /dev/vda /root; then
-			echo "initramfs: cannot mount /dev/vda"
-			poweroff -f
-		fi
-		umount /proc /sys
-		mount --move /dev /root/dev
-		exec switch_root /root /sbin/init
-	EOF
-	chmod 0755 "$t/initrd/init"
+	install -m 0755 "$INITRAMFS_INIT" "$t/initrd/init"
 	(cd "$t/initrd" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0 | gzip -9n) >"$out/initrd.img"
 }
 
@@ -907,232 +873,55 @@ accel_command() {
 }
 
 # --- running the guest ---------------------------------------------------
+#
+# The run is internal/lanevm's: this script assembles the image, fills the
+# work directory's shared folder (the binaries, the job, its parameters),
+# chooses the accelerator, then hands the run to internal/lanevm/supervise
+# (exec), which boots, bounds, shows, stops, collects and exits with the
+# run's status.
 
-QEMU_PID=
-WORK=
-MON_READER=
+SUPERVISE=
 
-console_tail() {
-	if [ -f "$WORK/console.log" ]; then
-		echo "lanec: last guest console lines:" >&2
-		tail -n "${1:-40}" "$WORK/console.log" | tr -d '\r' | sed 's/^/  guest| /' >&2
-	fi
-}
-
-# show_progress prints the complete lines the guest's qualify and
-# conformance logs gained since the last call (the 9p folder is uncached,
-# so the guest's writes are visible at once): a log that runs long or is
-# cut off shows how far the job got. qualify prints whole lines: one when
-# a scenario starts, one every 30 s while it runs and one with its
-# verdict; of the conformance log the test start and verdict lines are
-# shown. `show_progress final`, after the guest stopped, also shows a
-# last line without its newline (a log cut off mid-line), and at most 300
-# further lines per log (a goroutine dump can be long; the whole logs are
-# copied beside the report).
-show_progress() {
-	local final=${1:-} i f n from to tag
-	local files=("$WORK/share/state/qualify.log" "$WORK/share/state/conformance.log")
-	for i in 0 1; do
-		f=${files[$i]}
-		[ -f "$f" ] || continue
-		n=$(wc -l <"$f")
-		from=$((${PROGRESS_SHOWN[$i]:-0} + 1))
-		to=$n
-		if [ -n "$final" ] && ((to - from >= 300)); then
-			to=$((from + 299))
-		fi
-		if ((to >= from)); then
-			if [ "$i" = 0 ] || [ -n "$final" ]; then
-				tag=qualify
-				[ "$i" = 0 ] || tag=conformance
-				sed -n "${from},${to}p" "$f" | sed "s/^/  guest $tag| /" >&2
-			else
-				sed -n "${from},${to}p" "$f" | grep -E '^(=== RUN|[[:space:]]*--- |ok|FAIL|PASS|panic)' |
-					sed 's/^/  guest conformance| /' >&2 || true
-			fi
-			PROGRESS_SHOWN[i]=$to
-		fi
-		if [ -n "$final" ]; then
-			if ((to < n)); then
-				echo "  guest ${f##*/}: $((n - to)) more lines in the copy beside the report" >&2
-			elif [ -s "$f" ] && [ "$(tail -c 1 "$f" | od -An -c | tr -d ' ')" != '\n' ]; then
-				echo "  guest ${f##*/}| $(tail -n 1 "$f") (unfinished when the guest stopped)" >&2
-			fi
-		fi
-	done
-}
-
-qemu_alive() { [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; }
-
-# stop_guest powers the guest down through the ACPI power button (systemd
-# stops the job with SIGTERM, so qualify writes its partial report), waits
-# up to STOP_GRACE seconds, then kills the qemu process by its PID.
-stop_guest() {
-	qemu_alive || return 0
-	log "powering the guest down (qemu pid $QEMU_PID)"
-	echo system_powerdown >"$WORK/mon.in" 2>/dev/null || true
-	local i
-	for ((i = 0; i < STOP_GRACE; i++)); do
-		qemu_alive || return 0
-		sleep 1
-	done
-	log "guest did not power off within $STOP_GRACE s; killing qemu pid $QEMU_PID"
-	kill -TERM "$QEMU_PID" 2>/dev/null || true
-	for ((i = 0; i < 10; i++)); do
-		qemu_alive || return 0
-		sleep 1
-	done
-	kill -KILL "$QEMU_PID" 2>/dev/null || true
-}
-
-cleanup_run() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if qemu_alive; then
-		stop_guest
-		show_progress final || true
-		console_tail
-		rc=1
-	fi
-	if [ -n "$QEMU_PID" ]; then wait "$QEMU_PID" 2>/dev/null || true; fi
-	if [ -n "$MON_READER" ]; then kill "$MON_READER" 2>/dev/null || true; fi
-	if [ -n "${COLLECT:-}" ]; then "$COLLECT" || true; fi
-	if [ -n "$WORK" ] && [ -z "${LANEC_KEEP_WORK:-}" ]; then rm -rf "$WORK"; fi
-	exit "$rc"
-}
-
-# boot_job boots the cached guest with $WORK/share as its 9p folder (which
-# holds job.sh), waits for the job to start and end within the bounds, and
-# returns the job's exit status from share/state/job.rc.
-boot_job() {
-	mkfifo "$WORK/mon.in" "$WORK/mon.out"
-	cat "$WORK/mon.out" >"$WORK/monitor.log" &
-	MON_READER=$!
-	mkdir -p "$WORK/share/state"
-	local t0 now
-	t0=$(date +%s)
-	choose_accel "$IMAGE_DIR/vmlinuz" "$WORK/share/state"
-	TIMINGS+=("accel_s $(($(date +%s) - t0)) (choosing the accelerator: $ACCEL)")
-	t0=$(date +%s)
-	if past_deadline; then
-		log "LANEC_DEADLINE passed before the guest booted"
-		return 1
-	fi
-	log "booting the guest under ${ACCEL^^} (${QEMU_ACCEL[*]}, 2 vCPUs, 4 GiB); console $WORK/console.log"
-	# -snapshot keeps the cached root pristine: the guest's writes go to a
-	# temporary file qemu deletes.
-	TMPDIR=$WORK "$QEMU" -name qualbox-lanec -nodefaults -no-user-config -display none -no-reboot \
-		"${QEMU_MACHINE[@]}" "${QEMU_ACCEL[@]}" -smp 2 -m 4G \
-		-kernel "$IMAGE_DIR/vmlinuz" -initrd "$IMAGE_DIR/initrd.img" -append "$KERNEL_ARGS" \
-		-drive "file=$IMAGE_DIR/rootfs.img,if=virtio,format=raw,snapshot=on" \
-		-virtfs "local,path=$WORK/share,mount_tag=qualbox,security_model=none,id=qualbox" \
-		-nic none -serial "file:$WORK/console.log" -monitor "pipe:$WORK/mon" \
-		</dev/null >"$WORK/qemu.log" 2>&1 &
-	QEMU_PID=$!
-	echo "$ENGINE_TIMEOUT" >"$WORK/share/state/engine-timeout"
-	local booted=
-	while [ ! -f "$WORK/share/state/started" ] && [ ! -f "$WORK/share/state/job.rc" ]; do
-		if ! qemu_alive; then
-			cat "$WORK/qemu.log" >&2
-			console_tail
-			die "qemu exited before the job started"
-		fi
-		now=$(date +%s)
-		if [ -z "$booted" ] && [ -f "$WORK/share/state/booted" ]; then
-			booted=$((now - t0))
-			TIMINGS+=("boot_s $booted (qemu start to the job unit, after docker.service)")
-			log "guest booted after $booted s; waiting for its Engine"
-		fi
-		if [ -z "$booted" ] && ((now - t0 > BOOT_TIMEOUT)); then
-			log "the guest did not boot to its job within $BOOT_TIMEOUT s"
-			stop_guest
-			console_tail 60
-			return 1
-		fi
-		if ((now - t0 > BOOT_TIMEOUT + ENGINE_TIMEOUT + 60)); then
-			log "the guest's Engine did not answer within $ENGINE_TIMEOUT s"
-			stop_guest
-			console_tail 60
-			return 1
-		fi
-		if [ -n "$DEADLINE" ] && ((now >= DEADLINE)); then
-			log "LANEC_DEADLINE passed before the job started"
-			stop_guest
-			console_tail 60
-			return 1
-		fi
-		sleep 1
-	done
-	TIMINGS+=("ready_s $(($(date +%s) - t0)) (qemu start to Engine ready and job start)")
-	log "job started after $(($(date +%s) - t0)) s"
-	PROGRESS_SHOWN=()
-	while qemu_alive; do
-		show_progress
-		if [ -f "$WORK/share/state/job.rc" ]; then
-			# The job ended and the guest is powering off: no deadline
-			# applies any more, only the power-down bound.
-			stop_guest
-			break
-		fi
-		now=$(date +%s)
-		if ((now - t0 > BOOT_TIMEOUT + ENGINE_TIMEOUT + RUN_TIMEOUT)); then
-			log "the job did not finish within $RUN_TIMEOUT s"
-			stop_guest
-			show_progress final
-			console_tail 60
-			return 1
-		fi
-		if [ -n "$DEADLINE" ] && ((now >= DEADLINE)); then
-			log "LANEC_DEADLINE passed while the job ran ($((now - t0)) s after qemu started)"
-			stop_guest
-			show_progress final
-			console_tail 60
-			return 1
-		fi
-		sleep 2
-	done
-	wait "$QEMU_PID" || true
-	QEMU_PID=
-	show_progress
-	TIMINGS+=("guest_s $(($(date +%s) - t0)) (qemu start to power-off)")
-	if [ ! -f "$WORK/share/state/job.rc" ]; then
-		log "the guest powered off without recording the job's exit status"
-		console_tail 60
-		return 1
-	fi
-	return "$(cat "$WORK/share/state/job.rc")"
-}
-
+# new_work makes the run's work directory (share/ is the guest's 9p folder;
+# the supervisor adds its console and qemu logs) and removes it if this
+# script ends before the supervisor takes it over (exec runs no EXIT trap).
 new_work() {
 	WORK=$(mktemp -d /tmp/qualbox-lanec.XXXXXX)
 	chmod 700 "$WORK"
-	trap cleanup_run EXIT
+	mkdir -p "$WORK/share/bin" "$WORK/share/params" "$WORK/share/state" "$WORK/share/out"
+	trap cleanup_work EXIT
 	trap 'log "interrupted"; exit 130' INT TERM
 }
 
-# guest_archive FILE writes the guest image archive for LANEC_EMULATE
-# (Debian's static busybox of that architecture, the probe built for it),
-# as make release does.
-guest_archive() {
-	local out=$1 t
-	t=$(mktemp -d "$WORK/archive.XXXXXX")
-	(cd "$t" && apt-get download -q -o APT::Sandbox::User=root "busybox-static:$EMULATE" >&2) || die "cannot download busybox-static:$EMULATE"
-	dpkg-deb --fsys-tarfile "$t"/busybox-static_*.deb | tar -x -C "$t" ./bin/busybox
-	(cd "$ROOT_DIR" && GOARCH=$EMULATE CGO_ENABLED=0 go build -trimpath -o "$t/probe" ./qualify/guest/probe)
-	(cd "$ROOT_DIR" && go run ./internal/release/guestarchive -arch "$EMULATE" -busybox "$t/bin/busybox" -probe "$t/probe" -out "$out")
-	log "guest image archive for linux/$EMULATE: $out"
+# supervisor builds the supervisor (internal/lanevm/supervise) for this
+# host into the work directory and checks the run's bounds with it: an
+# unusable LANEC_* bound ends this script with exit status 2, a passed
+# LANEC_DEADLINE with 1, before anything is assembled or booted.
+supervisor() {
+	command -v go >/dev/null 2>&1 || die "missing: go (Go toolchain for the supervisor and the static binaries; put /usr/local/go/bin on PATH)"
+	SUPERVISE=$WORK/supervise
+	(cd "$ROOT_DIR" && GOARCH=$(go env GOHOSTARCH) CGO_ENABLED=0 go build -trimpath -o "$SUPERVISE" ./internal/lanevm/supervise) ||
+		die "cannot build the supervisor (internal/lanevm/supervise)"
+	local budget rc=0
+	budget=$("$SUPERVISE" budget) || rc=$?
+	[ "$rc" = 0 ] || exit "$rc"
+	log "bounds: $budget"
 }
 
-build_static() {
-	# Static binaries: the guest has no Go toolchain and only Debian's libc.
-	local bin=$1
-	mkdir -p "$bin"
-	log "building static qualify, probe and driver test binaries"
-	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualify" ./cmd/qualify)
-	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualbox-probe" ./qualify/guest/probe)
-	if [ -z "${NO_CONFORMANCE:-}" ]; then
-		(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go test -c -trimpath -o "$bin/driver.test" ./driver)
-	fi
+# boot_guest ARGS... chooses the accelerator and hands the run to the
+# supervisor with ARGS (--out DIR, --record DIR) and TIMINGS; it does not
+# return. The work directory is the supervisor's to remove from then on
+# (kept with LANEC_KEEP_WORK).
+boot_guest() {
+	local t0 t timing=() keep=(--remove-work)
+	t0=$(date +%s)
+	choose_accel "$IMAGE_DIR/vmlinuz" "$WORK/share/state"
+	TIMINGS+=("accel_s $(($(date +%s) - t0)) (choosing the accelerator: $ACCEL)")
+	for t in "${TIMINGS[@]}"; do timing+=(--timing "$t"); done
+	[ -z "${LANEC_KEEP_WORK:-}" ] || keep=()
+	cp "$ROOT_DIR/scripts/lanec-job.sh" "$WORK/share/job.sh"
+	exec "$SUPERVISE" run --qemu "$QEMU" --image "$IMAGE_DIR" --append "$KERNEL_ARGS" --work "$WORK" \
+		"${keep[@]}" "${timing[@]}" "$@" -- "${QEMU_MACHINE[@]}" "${QEMU_ACCEL[@]}"
 }
 
 run() {
@@ -1172,214 +961,45 @@ run() {
 	[ -f "$key" ] || die "run: no signing key at $key (make keys, or --signing-key FILE)"
 	out=${out:-$ROOT_DIR/reports/runs/$(date -u +%Y%m%dT%H%M%SZ)}
 	[ ! -e "$out" ] || die "run: $out already exists"
+	new_work
+	supervisor
 	TIMINGS=()
 	local t0
 	t0=$(date +%s)
-	! past_deadline || die "run: LANEC_DEADLINE passed before the guest image was assembled"
 	image
 	TIMINGS+=("image_s $(($(date +%s) - t0)) (lanec.sh image, cache key $(basename "$IMAGE_DIR"))")
-	new_work
 	local share=$WORK/share
 	build_static "$share/bin"
 	# The guest image: built in the guest from its own busybox and the
 	# probe, or, emulating, an archive of the emulated architecture's
 	# busybox and probe made here (the guest has neither).
-	IMAGE_FLAGS="--probe bin/qualbox-probe"
 	if [ -n "$EMULATE" ]; then
 		guest_archive "$share/guest-$EMULATE.tar"
-		IMAGE_FLAGS="--image-archive /mnt/qualbox/guest-$EMULATE.tar"
+		echo "guest-$EMULATE.tar" >"$share/params/image-archive"
 	fi
+	echo "$SCENARIO_TIMEOUT" >"$share/params/scenario-timeout"
+	[ -n "$NO_CONFORMANCE" ] || echo "$CONFORMANCE_PROFILE" >"$share/params/conformance-profile"
 	install -m 0600 "$key" "$share/signing.key"
 	cp "$manifest" "$share/manifest.yaml"
-	mkdir -p "$share/out" "$share/state"
-	[ -z "$record_dir" ] || install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
-	cat >"$share/job.sh" <<-EOF
-		#!/bin/bash
-		# Lane C job: runs inside the guest (qualbox-job.service).
-		set -u
-		S=/mnt/qualbox/state
-		$(declare -f guest_job_common)
-		guest_job_common
-		# Work on the guest's own disk (sockets, spill files); the report is
-		# copied to the shared folder when qualify ends, also on SIGTERM.
-		W=/var/lib/qualbox-lanec
-		mkdir -p \$W && cp -a /mnt/qualbox/bin /mnt/qualbox/manifest.yaml /mnt/qualbox/signing.key \$W/ && cd \$W
-		export TMPDIR=/var/tmp
-		rc=0
-		echo "lanec-job: qualify run \$(date -u +%T)"
-		t=\$(date +%s)
-		# qualify runs in the background so that the job's SIGTERM (guest
-		# power-down) reaches it and it writes its partial report. The
-		# tuple's VERSIONS (how each Engine binary was built) goes into the
-		# signed run header.
-		./bin/qualify run --manifest manifest.yaml --output \$W/report --signing-key signing.key \\
-			--engine-build /etc/qualbox-tuple-VERSIONS \\
-			$IMAGE_FLAGS --scenario-timeout $SCENARIO_TIMEOUT >\$S/qualify.log 2>&1 &
-		q=\$!
-		# On power-down: SIGTERM, so qualify cancels and writes its partial
-		# report; if it still runs 110 s later (systemd kills the unit at
-		# 150 s), SIGQUIT, so its log gets every goroutine's stack.
-		stop_qualify() {
-			kill -TERM \$q 2>/dev/null
-			for i in \$(seq 110); do kill -0 \$q 2>/dev/null || return 0; sleep 1; done
-			echo "lanec-job: qualify still running 110 s after SIGTERM; SIGQUIT for its goroutine stacks"
-			kill -QUIT \$q 2>/dev/null
-		}
-		trap 'stop_qualify; wait \$q; echo 143 >\$S/qualify.rc; cp -a \$W/report /mnt/qualbox/out/; echo 143 >\$S/job.rc; exit 143' TERM
-		wait \$q || rc=\$?
-		trap - TERM
-		echo \$rc >\$S/qualify.rc
-		cp -a \$W/report /mnt/qualbox/out/ 2>/dev/null
-		echo "qualify_s \$((\$(date +%s) - t))" >>\$S/timings
-		echo "lanec-job: qualify exited \$rc"
-		tail -n 30 \$S/qualify.log
-		if [ -z "${NO_CONFORMANCE}" ]; then
-			echo "lanec-job: driver conformance \$(date -u +%T)"
-			t=\$(date +%s)
-			crc=0
-			QUALBOX_REQUIRE_ENGINE=1 QUALBOX_ENGINE_SOCKET=/var/run/docker.sock QUALBOX_TEST_PROFILE=$CONFORMANCE_PROFILE \\
-				QUALBOX_PROBE_BINARY=\$W/bin/qualbox-probe \\
-				./bin/driver.test -test.run '^TestConformance\$' -test.v -test.count=1 -test.timeout 40m \\
-				>\$S/conformance.log 2>&1 &
-			q=\$!
-			# On power-down: SIGQUIT, so the test binary prints every
-			# goroutine's stack into its log before it exits.
-			trap 'kill -QUIT \$q 2>/dev/null; wait \$q; echo 143 >\$S/conformance.rc; echo 143 >\$S/job.rc; exit 143' TERM
-			wait \$q || crc=\$?
-			trap - TERM
-			echo \$crc >\$S/conformance.rc
-			echo "conformance_s \$((\$(date +%s) - t))" >>\$S/timings
-			echo "lanec-job: conformance exited \$crc"
-			grep -E '^(--- |ok|FAIL|PASS)' \$S/conformance.log | tail -n 40
-			[ \$crc = 0 ] || rc=1
-		fi
-		if [ -f /mnt/qualbox/record.sh ]; then
-			echo "lanec-job: recording cgroup v2 trees \$(date -u +%T)"
-			(cd /mnt/qualbox && bash ./record.sh out/record >\$S/record.log 2>&1) || rc=1
-			tail -n 12 \$S/record.log
-		fi
-		[ \$rc = 0 ] || rc=1
-		echo \$rc >\$S/job.rc
-	EOF
-	COLLECT=collect_run
-	OUT_DIR=$out
-	local jrc=0
-	boot_job || jrc=$?
-	if [ -n "$record_dir" ] && [ -d "$share/out/record" ]; then
-		mkdir -p "$record_dir"
-		cp -a "$share/out/record/." "$record_dir/"
-		log "recorded cgroup v2 trees in $record_dir"
+	local record=()
+	if [ -n "$record_dir" ]; then
+		install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
+		record=(--record "$record_dir")
 	fi
-	collect_run
-	COLLECT=
-	print_run_summary "$jrc" "$out"
-	[ "$jrc" = 0 ]
-}
-
-# guest_job_common runs first in every job inside the guest: it marks the
-# job booted, waits (bounded by state/engine-timeout seconds) until the
-# Engine answers, records what the guest is and marks the job started. If
-# the Engine never answers it prints docker.service's journal and fails.
-guest_job_common() {
-	local i bound
-	# Debian 12's docker CLI speaks API 1.41 by default, below Docker
-	# Engine 29's minimum (1.44): name a version every tuple serves. Only
-	# the CLI reads this; qualify and the driver pin their own.
-	export DOCKER_API_VERSION=1.44
-	touch "$S/booted"
-	echo "lanec-job: booted; docker.service $(systemctl is-active docker.service)"
-	bound=$(cat "$S/engine-timeout")
-	for ((i = 0; i < bound; i += 2)); do
-		docker version >/dev/null 2>&1 && break
-		# The journal so far, for the host to read while it waits.
-		((i % 30 == 0)) && journalctl --no-pager -b -u containerd.service -u docker.service >"$S/docker-journal.txt" 2>&1
-		sleep 2
-	done
-	journalctl --no-pager -b -u containerd.service -u docker.service >"$S/docker-journal.txt" 2>&1
-	if ! docker version >/dev/null 2>&1; then
-		echo "lanec-job: the Engine never answered at /var/run/docker.sock within $bound s"
-		systemctl status --no-pager docker.service | tail -n 20
-		tail -n 30 "$S/docker-journal.txt"
-		echo 1 >"$S/job.rc"
-		exit 1
-	fi
-	{
-		echo "kernel $(uname -r) $(uname -v)"
-		echo "cgroup $(stat -fc %T /sys/fs/cgroup) controllers $(cat /sys/fs/cgroup/cgroup.controllers)"
-		echo "lsm $(cat /sys/kernel/security/lsm)"
-		echo "systemd $(systemctl --version | head -n1)"
-		sed 's/^/tuple /' /etc/qualbox-tuple-VERSIONS
-		docker version --format 'engine {{.Server.Version}} api {{.Server.APIVersion}}'
-		docker version --format '{{range .Server.Components}}component {{.Name}} {{.Version}} {{index .Details "GitCommit"}}{{println}}{{end}}'
-		docker info --format 'storage {{.Driver}} {{.DriverStatus}}'
-		docker info --format 'cgroup {{.CgroupVersion}} {{.CgroupDriver}} securityOptions {{.SecurityOptions}}'
-		grep -c . /sys/kernel/security/apparmor/profiles | sed 's/^/apparmor profiles loaded: /'
-		grep docker-default /sys/kernel/security/apparmor/profiles
-		echo "uptime $(cut -d' ' -f1 /proc/uptime) s at Engine ready"
-	} >"$S/guest.txt" 2>&1
-	cat "$S/guest.txt"
-	touch "$S/started"
-}
-
-collect_run() {
-	[ -n "${OUT_DIR:-}" ] && [ -n "$WORK" ] || return 0
-	local share=$WORK/share
-	mkdir -p "$(dirname "$OUT_DIR")"
-	if [ -d "$share/out/report" ]; then
-		cp -a "$share/out/report" "$OUT_DIR"
-	else
-		mkdir -p "$OUT_DIR"
-	fi
-	# Lane C's own files go beside the report: a signed report directory
-	# holds only what its statement covers.
-	mkdir -p "$OUT_DIR.lanec"
-	cp -a "$share/state/." "$OUT_DIR.lanec/" 2>/dev/null || true
-	[ -f "$WORK/console.log" ] && tr -d '\r' <"$WORK/console.log" >"$OUT_DIR.lanec/console.log"
-	cp "$IMAGE_DIR/BUILD" "$OUT_DIR.lanec/image.txt"
-	printf '%s\n' "${TIMINGS[@]}" >>"$OUT_DIR.lanec/timings"
-	OUT_DIR=
-}
-
-print_run_summary() {
-	local jrc=$1 out=$2 f
-	log "report: $out"
-	for f in qualify conformance; do
-		[ -f "$out.lanec/$f.rc" ] && log "$f exit status $(cat "$out.lanec/$f.rc")"
-	done
-	sed 's/^/lanec: timing /' "$out.lanec/timings" >&2 || true
-	[ ! -f "$out.lanec/accel.txt" ] || sed -n 's/^accel /lanec: accelerator /p' "$out.lanec/accel.txt" >&2
-	log "job exit status $jrc"
+	boot_guest --out "$out" "${record[@]}"
 }
 
 record() {
 	local dest=${1:?usage: $0 record DIR}
 	check_accel_mode
-	image
 	new_work
+	supervisor
+	image
 	local share=$WORK/share
-	mkdir -p "$share/bin" "$share/out"
 	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$share/bin/qualbox-probe" ./qualify/guest/probe)
 	install -m 0755 "$ROOT_DIR/scripts/lanec-record-guest.sh" "$share/record.sh"
-	cat >"$share/job.sh" <<-EOF
-		#!/bin/bash
-		set -u
-		cd /mnt/qualbox
-		S=/mnt/qualbox/state
-		$(declare -f guest_job_common)
-		guest_job_common
-		rc=0
-		bash ./record.sh out >state/record.log 2>&1 || rc=\$?
-		tail -n 30 state/record.log
-		echo \$rc >\$S/job.rc
-	EOF
 	TIMINGS=()
-	local jrc=0
-	boot_job || jrc=$?
-	mkdir -p "$dest"
-	cp -a "$share/out/." "$dest/"
-	cp "$share/state/record.log" "$dest/record.log" 2>/dev/null || true
-	log "recorded trees in $dest (job exit status $jrc)"
-	[ "$jrc" = 0 ]
+	boot_guest --record "$dest"
 }
 
 case "${1:-}" in
@@ -1398,11 +1018,15 @@ record)
 deps)
 	deps
 	;;
+key)
+	shift
+	key_command "$@"
+	;;
 accel | probe)
 	accel_command "$@"
 	;;
 *)
-	echo "usage: $0 deps | image | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] | record DIR | accel [--kernel FILE] | probe [--kernel FILE] [--accel kvm|tcg]" >&2
+	echo "usage: $0 deps | image | key [--versions FILE] | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] [--record DIR] | record DIR | accel [--kernel FILE] | probe [--kernel FILE] [--accel kvm|tcg]" >&2
 	exit 2
 	;;
 esac

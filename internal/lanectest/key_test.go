@@ -1,0 +1,98 @@
+package lanectest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+// scriptsCopy copies scripts/lanec.sh and the guest files it reads
+// (scripts/lanec/) under a new root, so a test can edit them.
+func scriptsCopy(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	assert.NilError(t, os.CopyFS(filepath.Join(root, "scripts", "lanec"), os.DirFS("../../scripts/lanec")))
+	data, err := os.ReadFile(lanec(t))
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(filepath.Join(root, "scripts", "lanec.sh"), data, 0o755))
+	return root
+}
+
+// keys runs `lanec.sh key --versions FILE` of the copy under root and
+// returns its image and base keys.
+func keys(t *testing.T, root, versions string, env ...string) (image, base string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "lanec.sh"), "key", "--versions", versions)
+	cmd.Env = append(os.Environ(), append([]string{"LANEC_ARCH=amd64", "LANEC_TUPLE=lane-b", "LANEC_SUITE=bookworm", "LANEC_CGROUP_DRIVER=systemd", "LANEC_EMULATE="}, env...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	assert.NilError(t, cmd.Run(), "lanec.sh key: %s", stderr.String())
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "image":
+			image = v
+		case "base":
+			base = v
+		}
+	}
+	assert.Assert(t, len(image) == 16 && len(base) == 16, "keys: %q", stdout.String())
+	return image, base
+}
+
+// The guest image's cache key covers the checked-in guest files: a change
+// to a unit file's content, a new file or a renamed one gives a new image
+// key (the next run assembles the image again), while the debootstrap
+// base's key stays (that assembly starts from the cached base, not from a
+// new debootstrap). The same files give the same key.
+func TestCacheKeyCoversGuestFiles(t *testing.T) {
+	root := scriptsCopy(t)
+	versions := filepath.Join(t.TempDir(), "VERSIONS")
+	assert.NilError(t, os.WriteFile(versions, []byte("dockerd v2.0.0-beta.24 (module build)\nrunc v1.3.4\n"), 0o644))
+	image0, base0 := keys(t, root, versions)
+	image, base := keys(t, root, versions)
+	assert.Check(t, is.Equal(image, image0), "the same inputs gave another key")
+	assert.Check(t, is.Equal(base, base0))
+
+	seen := map[string]string{image0: "the checked-in files"}
+	change := func(what string, edit func(guest string)) {
+		t.Helper()
+		edit(filepath.Join(root, "scripts", "lanec", "guest"))
+		image, base := keys(t, root, versions)
+		if prev, dup := seen[image]; dup {
+			t.Errorf("%s: image key %s is that of %s", what, image, prev)
+		}
+		seen[image] = what
+		assert.Check(t, is.Equal(base, base0), "%s changed the debootstrap base's key", what)
+	}
+	job := func(guest string) string {
+		return filepath.Join(guest, "etc", "systemd", "system", "qualbox-job.service")
+	}
+	change("a changed qualbox-job.service", func(guest string) {
+		data, err := os.ReadFile(job(guest))
+		assert.NilError(t, err)
+		assert.NilError(t, os.WriteFile(job(guest), bytes.Replace(data, []byte("TimeoutStopSec=150"), []byte("TimeoutStopSec=151"), 1), 0o644))
+	})
+	change("a new guest file", func(guest string) {
+		assert.NilError(t, os.WriteFile(filepath.Join(guest, "etc", "sysctl.d", "91-more.conf"), []byte("vm.swappiness=0\n"), 0o644))
+	})
+	change("a renamed guest file", func(guest string) {
+		d := filepath.Join(guest, "etc", "sysctl.d")
+		assert.NilError(t, os.Rename(filepath.Join(d, "91-more.conf"), filepath.Join(d, "92-more.conf")))
+	})
+	// And the tuple's VERSIONS, as before.
+	assert.NilError(t, os.WriteFile(versions, []byte("dockerd v2.0.0-beta.25 (module build)\nrunc v1.3.4\n"), 0o644))
+	image, _ = keys(t, root, versions)
+	_, dup := seen[image]
+	assert.Check(t, !dup, "another VERSIONS gave a key seen before")
+}
