@@ -245,6 +245,11 @@ func (r *run) boot(ctx context.Context) bool {
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = r.cfg.Budget.KillGrace
 	cmd.Env = append(append(os.Environ(), r.cfg.Env...), "TMPDIR="+r.cfg.Work)
+	// Its own process group: a terminal's Ctrl-C reaches the supervisor,
+	// which powers the guest down, and not qemu, which would quit at once
+	// and lose the partial report. Should the supervisor die, qemu dies
+	// with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = qlog, qlog
 	monitor, err := cmd.StdinPipe()
 	if err == nil {

@@ -190,6 +190,11 @@ func TestSuperviseNormalRun(t *testing.T) {
 		"-drive", "file="+img+"/rootfs.img,if=virtio,format=raw,snapshot=on",
 		"-virtfs", "local,path="+f.cfg.Work+"/share,mount_tag=qualbox,security_model=none,id=qualbox",
 		"-nic", "none", "-serial", "file:"+f.cfg.Work+"/console.log", "-monitor", "stdio"), "\n")+"\n"))
+	// qemu runs in a process group of its own, out of reach of a
+	// terminal's Ctrl-C, which the supervisor turns into a power-down.
+	pgid, err := os.ReadFile(filepath.Join(f.fake, "pgid"))
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(strings.TrimSpace(string(pgid)), strconv.Itoa(f.pid(t))))
 	// The guest read its Engine wait from the budget.
 	wait, err := os.ReadFile(filepath.Join(f.cfg.Work, "share", "params", "engine-timeout"))
 	assert.NilError(t, err)

@@ -6,8 +6,8 @@
 // shared folder: the booted and started marks, progress in qualify.log,
 // a report under out/report and the job's status, in the way its Mode
 // says (and, when the shared folder has record.sh, a recorded tree under
-// out/record). It writes its PID to FAKE_QEMU_STATE/pid and its arguments to
-// FAKE_QEMU_STATE/args.
+// out/record). It writes its PID to FAKE_QEMU_STATE/pid, its process group to
+// FAKE_QEMU_STATE/pgid and its arguments to FAKE_QEMU_STATE/args.
 package fakeqemu
 
 import (
@@ -68,6 +68,7 @@ func Main(args []string) int {
 	mode, dir := os.Getenv("FAKE_QEMU_MODE"), os.Getenv("FAKE_QEMU_STATE")
 	_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(fmt.Sprintln(os.Getpid())), 0o644)
 	_ = os.WriteFile(filepath.Join(dir, "args"), []byte(strings.Join(args, "\n")+"\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "pgid"), []byte(fmt.Sprintln(syscall.Getpgrp())), 0o644)
 	g := guest{powerdown: make(chan struct{}), step: 30 * time.Millisecond}
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
