@@ -295,7 +295,11 @@ func (r *run) watch(ctx context.Context) {
 		r.res.Phase = phases[r.phase].Name
 		r.showProgress(false)
 		if r.exists(StatusFile) {
-			r.endPhase()
+			if r.phase == len(phases)-1 {
+				r.endPhase()
+			} else {
+				r.logf("the job reported in the %s phase after %d s", phases[r.phase].Name, r.since())
+			}
 			return
 		}
 		select {

@@ -215,6 +215,22 @@ func TestSuperviseGuestReportedFailure(t *testing.T) {
 	assert.Check(t, is.Contains(f.log.String(), "  guest| reboot: Power down\n"))
 }
 
+// A guest whose Engine never answers: its job reports failure in the
+// engine phase, which the result names; no ready_s timing is recorded.
+func TestSuperviseEngineNeverAnswers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fakeqemu.EngineFails)
+	res, _ := f.supervise(t, context.Background())
+	assert.Check(t, is.Equal(res.Kind, lanevm.GuestFailed))
+	assert.Check(t, is.Equal(res.Phase, "engine"))
+	assert.Check(t, is.Equal(res.ExitStatus(), 1))
+	timings := f.read(t, "run.lanec/timings")
+	assert.Check(t, is.Contains(timings, "boot_s "))
+	assert.Check(t, !strings.Contains(timings, "ready_s"), timings)
+	assert.Check(t, is.Contains(f.log.String(), "lanec: the job reported in the engine phase after "))
+	assert.Check(t, is.Contains(f.log.String(), "  guest| lanec-job: the Engine never answered"))
+}
+
 // A job that says it was stopped when nobody asked: a failure.
 func TestSuperviseStoppedUnasked(t *testing.T) {
 	t.Parallel()

@@ -46,6 +46,9 @@ const (
 	SlowPowerDown = "slow-power-down"
 	// StoppedUnasked: the job reports stopped though nobody asked.
 	StoppedUnasked = "stopped-unasked"
+	// EngineFails: the guest's Engine never answers and the job reports
+	// failed before it marks started, as the job does after its wait.
+	EngineFails = "engine-fails"
 )
 
 // Enabled reports whether this process was started as the fake.
@@ -171,6 +174,12 @@ func (g guest) play(mode string) int {
 	g.consoleLine("lanec-job: booted; docker.service active")
 	if mode == HangBoot {
 		<-g.powerdown
+		return g.off()
+	}
+	if mode == EngineFails {
+		g.consoleLine("lanec-job: the Engine never answered at /var/run/docker.sock within 1 s")
+		g.status("failed\n")
+		g.wait(1)
 		return g.off()
 	}
 	if !g.wait(2) {

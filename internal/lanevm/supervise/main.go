@@ -117,12 +117,13 @@ func supervise(ctx context.Context, args []string, budget lanevm.Budget, stderr 
 		}
 	}
 	res, err := lanevm.Supervise(ctx, cfg)
-	if removeWork {
+	var ce *lanevm.ConfigError
+	// A work directory the supervisor refused is not known to be a run's.
+	if removeWork && !errors.As(err, &ce) {
 		if rerr := os.RemoveAll(cfg.Work); rerr != nil {
 			fmt.Fprintf(stderr, "lanec: removing the work directory: %v\n", rerr)
 		}
 	}
-	var ce *lanevm.ConfigError
 	switch {
 	case errors.As(err, &ce):
 		fmt.Fprintf(stderr, "lanec: run: %v\n", err)
