@@ -167,9 +167,9 @@ type run struct {
 	cmd        *exec.Cmd
 	monitor    io.WriteCloser
 	kill       context.CancelFunc
-	exited     chan struct{}
-	waitErr    error
-	logs       []*logTail
+	// exited is closed once qemu's process is reaped (cmd.ProcessState).
+	exited chan struct{}
+	logs   []*logTail
 	// stopAsked: the host asked the guest to power down.
 	stopAsked bool
 }
@@ -265,7 +265,7 @@ func (r *run) boot(ctx context.Context) bool {
 	r.start, r.phaseStart = time.Now(), time.Now()
 	r.exited = make(chan struct{})
 	go func() {
-		r.waitErr = cmd.Wait()
+		_ = cmd.Wait() // how it ended is in cmd.ProcessState
 		close(r.exited)
 	}()
 	r.logf("booting the guest (qemu pid %d, %s); console %s", cmd.Process.Pid, strings.Join(r.cfg.QEMUArgs, " "), Console(r.cfg.Work))
