@@ -1,12 +1,3 @@
-// Package lanevm supervises one run of a lane's virtual machine (lanes C
-// and D, docs/lanes.md#running-lane-c): it boots the guest under QEMU with
-// the work directory's shared folder, bounds each phase of the run by one
-// Budget, shows the job's progress as the guest writes it, powers the guest
-// down (ACPI, then SIGTERM and SIGKILL to qemu's PID), copies the results
-// out and maps what happened to a typed Result and one exit status. The
-// guest's side is scripts/lanec-job.sh; assembling the image and choosing
-// the accelerator stay in scripts/lanec.sh, which runs this package's
-// command (lanevm/supervise).
 package lanevm
 
 import (

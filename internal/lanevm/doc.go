@@ -1,0 +1,14 @@
+// Package lanevm supervises one run of a lane's virtual machine (lanes C
+// and D, docs/lanes.md#running-lane-c): it boots the guest under QEMU with
+// the work directory's shared folder, bounds each phase of the run by one
+// Budget, shows the job's progress as the guest writes it, powers the guest
+// down (ACPI, then SIGTERM and SIGKILL to qemu's PID), copies the results
+// out and maps what happened to a typed Result and one exit status. The
+// guest's side is scripts/lanec-job.sh; assembling the image and choosing
+// the accelerator stay in scripts/lanec.sh, which runs this package's
+// command (lanevm/supervise).
+//
+// It sits with the commands (docs/architecture.md): it imports no package
+// of the driver or the harness, only internal/exitcode for the statuses,
+// and runs nothing but the qemu it is given.
+package lanevm
