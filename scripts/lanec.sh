@@ -924,6 +924,31 @@ boot_guest() {
 		"${keep[@]}" "${timing[@]}" "$@" -- "${QEMU_MACHINE[@]}" "${QEMU_ACCEL[@]}"
 }
 
+# guest_archive FILE writes the guest image archive for LANEC_EMULATE
+# (Debian's static busybox of that architecture, the probe built for it),
+# as make release does.
+guest_archive() {
+	local out=$1 t
+	t=$(mktemp -d "$WORK/archive.XXXXXX")
+	(cd "$t" && apt-get download -q -o APT::Sandbox::User=root "busybox-static:$EMULATE" >&2) || die "cannot download busybox-static:$EMULATE"
+	dpkg-deb --fsys-tarfile "$t"/busybox-static_*.deb | tar -x -C "$t" ./bin/busybox
+	(cd "$ROOT_DIR" && GOARCH=$EMULATE CGO_ENABLED=0 go build -trimpath -o "$t/probe" ./qualify/guest/probe)
+	(cd "$ROOT_DIR" && go run ./internal/release/guestarchive -arch "$EMULATE" -busybox "$t/bin/busybox" -probe "$t/probe" -out "$out")
+	log "guest image archive for linux/$EMULATE: $out"
+}
+
+build_static() {
+	# Static binaries: the guest has no Go toolchain and only Debian's libc.
+	local bin=$1
+	mkdir -p "$bin"
+	log "building static qualify, probe and driver test binaries"
+	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualify" ./cmd/qualify)
+	(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go build -trimpath -o "$bin/qualbox-probe" ./qualify/guest/probe)
+	if [ -z "${NO_CONFORMANCE:-}" ]; then
+		(cd "$ROOT_DIR" && GOARCH=$ARCH CGO_ENABLED=0 go test -c -trimpath -o "$bin/driver.test" ./driver)
+	fi
+}
+
 run() {
 	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out='' key=/var/lib/qualbox/keys/qualbox-ed25519.key
 	[ "$ARCH" = amd64 ] || manifest=$ROOT_DIR/manifests/linux-$ARCH.yaml

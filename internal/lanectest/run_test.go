@@ -69,9 +69,9 @@ func TestRunRefusesABadBoundBeforeTheImage(t *testing.T) {
 // a FAKE qemu on PATH (this test binary), it builds the supervisor and
 // the static binaries, fills the shared folder (job.sh, its parameters,
 // the manifest and key) and execs the supervisor, whose result is the
-// exit status: the fake guest passing gives 0 and a report in --out,
-// failing gives 1. It needs root, lane B's build (the default tuple,
-// whose VERSIONS the key digests) and go; it boots nothing.
+// exit status: the fake guest passing gives 0 and a report in --out. It
+// needs root, lane B's build (the default tuple, whose VERSIONS the key
+// digests) and go; it boots nothing.
 func TestRunHandsTheRunToTheSupervisor(t *testing.T) {
 	skip.If(t, os.Geteuid() != 0, "lanec.sh run needs root")
 	// VERSIONS is written once the build is complete: without it, the
@@ -116,7 +116,9 @@ func TestRunHandsTheRunToTheSupervisor(t *testing.T) {
 	assert.NilError(t, os.WriteFile(key, []byte("not a key\n"), 0o600))
 
 	before := workDirs(t)
-	for mode, want := range map[string]int{fakeqemu.Pass: 0, fakeqemu.Fail: 1} {
+	// One mode: each run builds the static qualify and probe (minutes when
+	// cold); the other results are internal/lanevm's tests.
+	for mode, want := range map[string]int{fakeqemu.Pass: 0} {
 		out := filepath.Join(t.TempDir(), "report")
 		state := t.TempDir()
 		r := runHandoff(t, bin, append(env, fakeqemu.Env(mode, state)...), "run", "--no-conformance", "--signing-key", key, "--out", out)
