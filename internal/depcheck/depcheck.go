@@ -74,6 +74,9 @@ var TestOnly = []string{
 	Module + "/driver/internal/enginetest",
 	// Whether an Engine test runs, skips or fails (docs/lanes.md#engine-tests).
 	Module + "/internal/testengine",
+	// A stand-in for qemu that plays the guest's side of a lane run, for
+	// the supervisor's tests (internal/lanevm).
+	Module + "/internal/lanevm/fakeqemu",
 	// Everything under testbed/ is test support; what ships lives under
 	// the name of what ships it (Instruments).
 	Module + "/testbed",
