@@ -420,142 +420,250 @@ func (p *Proxy) fail(i int, err error) {
 }
 
 // handle serves one client connection. Each client connection gets its own
-// Engine connection, so keep-alive and upgrades map one to one.
+// Engine connection, so keep-alive and upgrades map one to one; each
+// request on it is one exchange (session.serve).
 func (p *Proxy) handle(client net.Conn) {
-	var up net.Conn
-	defer func() {
-		if up != nil {
-			p.untrack(up)
-		}
-	}()
-	cr := bufio.NewReader(client)
-	var ur *bufio.Reader
-	for {
-		req, err := http.ReadRequest(cr)
-		if err != nil {
-			return
-		}
-		i, rule := p.begin(req)
-		if rule.action == ActionRefused {
-			return
-		}
-		if rule.action == ActionDropRequest {
-			_, _ = io.Copy(io.Discard, req.Body)
-			return
-		}
-		if rule.action == ActionRewriteRequest {
-			body, err := io.ReadAll(req.Body)
-			if err == nil {
-				body, err = rule.rewrite(body)
-			}
-			if err != nil {
-				p.fail(i, fmt.Errorf("rewrite request: %w", err))
-				return
-			}
-			req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-			req.TransferEncoding = nil
-			req.Header.Set("Content-Length", strconv.Itoa(len(body)))
-		}
-		if rule.action == ActionAnswer {
-			p.update(i, func(e *Exchange) { e.ClientStatus = rule.status })
-			_, _ = io.Copy(io.Discard, req.Body)
-			if err := writeJSON(client, req, rule.status, rule.body); err != nil || req.Close {
-				return
-			}
-			continue
-		}
-		if rule.action == ActionDelay {
-			select {
-			case <-time.After(rule.delay):
-			case <-p.closing:
-				return
-			}
-		}
-		if up == nil {
-			up, err = net.Dial("unix", p.upstream)
-			if err != nil {
-				p.fail(i, err)
-				return
-			}
-			if !p.track(up) {
-				up = nil
-				return
-			}
-			ur = bufio.NewReader(up)
-		}
-		if err := req.Write(up); err != nil {
-			p.fail(i, fmt.Errorf("forward request: %w", err))
-			return
-		}
-		resp, err := http.ReadResponse(ur, req)
-		if err != nil {
-			p.fail(i, fmt.Errorf("read Engine reply: %w", err))
-			return
-		}
-		p.update(i, func(e *Exchange) { e.Status = resp.StatusCode })
-		switch rule.action {
-		case ActionDropReply:
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			return
-		case ActionRewriteReply:
-			if resp.StatusCode < 200 || resp.StatusCode > 299 || resp.StatusCode == http.StatusSwitchingProtocols {
-				p.update(i, func(e *Exchange) { e.Action, e.Rule = ActionForward, "" })
-				break
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil {
-				body, err = rule.rewrite(body)
-			}
-			if err != nil {
-				p.fail(i, fmt.Errorf("rewrite reply: %w", err))
-				return
-			}
-			p.update(i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
-			if err := writeBody(client, req, resp, resp.Header.Get("Content-Type"), body); err != nil || req.Close || resp.Close {
-				return
-			}
-			continue
-		case ActionReplaceReply:
-			if rule.rawBody && (resp.StatusCode < 200 || resp.StatusCode > 299) {
-				p.update(i, func(e *Exchange) { e.Action, e.Rule = ActionForward, "" })
-				break
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if rule.rawBody {
-				p.update(i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
-				if err := writeBody(client, req, resp, rule.contentType, rule.raw); err != nil || req.Close || resp.Close {
-					return
-				}
-				continue
-			}
-			p.update(i, func(e *Exchange) { e.ClientStatus = rule.status })
-			if err := writeJSON(client, req, rule.status, rule.body); err != nil || req.Close || resp.Close {
-				return
-			}
-			continue
-		}
-		p.update(i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
-		if resp.StatusCode == http.StatusSwitchingProtocols {
-			p.update(i, func(e *Exchange) { e.Upgraded = true })
-			limit := int64(-1)
-			if rule.action == ActionCutStream {
-				limit = rule.after
-			}
-			p.tunnel(i, client, cr, up, ur, resp, limit)
-			return
-		}
-		if err := resp.Write(client); err != nil {
-			p.fail(i, fmt.Errorf("write reply: %w", err))
-			return
-		}
-		resp.Body.Close()
-		if req.Close || resp.Close {
-			return
+	s := &session{p: p, client: client, cr: bufio.NewReader(client)}
+	defer s.closeUpstream()
+	for s.serve() == nextRequest {
+	}
+}
+
+// outcome is what a step of an exchange leaves its connection to do.
+type outcome int
+
+const (
+	// proceed: on to the exchange's next step.
+	proceed outcome = iota
+	// nextRequest: the exchange is done; read the connection's next request.
+	nextRequest
+	// hangUp: close the connection and its Engine connection.
+	hangUp
+)
+
+// session is one client connection and the Engine connection it gets on
+// its first forwarded request.
+type session struct {
+	p      *Proxy
+	client net.Conn
+	cr     *bufio.Reader
+	up     net.Conn
+	ur     *bufio.Reader
+}
+
+// closeUpstream closes the session's Engine connection, if it has one.
+func (s *session) closeUpstream() {
+	if s.up != nil {
+		s.p.untrack(s.up)
+	}
+}
+
+// exchange is one request of a session as serve's steps fill it.
+type exchange struct {
+	*session
+	// i indexes the exchange's evidence in p.seen.
+	i    int
+	rule Rule
+	req  *http.Request
+	// resp is the Engine's reply, once forward read it.
+	resp *http.Response
+}
+
+// serve serves the session's next request, in steps:
+//
+//  1. read: read the request, record it and pick its rule (begin);
+//  2. intercept: what a rule does before the Engine sees the request
+//     (refuse, drop, rewrite, answer, delay);
+//  3. dial: the session's Engine connection, on its first use;
+//  4. forward: send the request and read the Engine's reply;
+//  5. reply: what the client gets of it (nothing, a rewritten or replaced
+//     reply, the Engine's own reply, or its upgraded stream).
+func (s *session) serve() outcome {
+	req, err := http.ReadRequest(s.cr)
+	if err != nil {
+		return hangUp
+	}
+	i, rule := s.p.begin(req)
+	x := &exchange{session: s, i: i, rule: rule, req: req}
+	for _, step := range []func() outcome{x.intercept, x.dial, x.forward} {
+		if o := step(); o != proceed {
+			return o
 		}
 	}
+	return x.reply()
+}
+
+// intercept applies the rules that act before the Engine sees the request.
+func (x *exchange) intercept() outcome {
+	switch x.rule.action {
+	case ActionRefused:
+		return hangUp
+	case ActionDropRequest:
+		_, _ = io.Copy(io.Discard, x.req.Body)
+		return hangUp
+	case ActionRewriteRequest:
+		return x.rewriteRequest()
+	case ActionAnswer:
+		x.p.update(x.i, func(e *Exchange) { e.ClientStatus = x.rule.status })
+		_, _ = io.Copy(io.Discard, x.req.Body)
+		return x.answered(writeJSON(x.client, x.req, x.rule.status, x.rule.body))
+	case ActionDelay:
+		select {
+		case <-time.After(x.rule.delay):
+		case <-x.p.closing:
+			return hangUp
+		}
+	}
+	return proceed
+}
+
+// rewriteRequest replaces the request's body with rule.rewrite's result.
+func (x *exchange) rewriteRequest() outcome {
+	body, err := io.ReadAll(x.req.Body)
+	if err == nil {
+		body, err = x.rule.rewrite(body)
+	}
+	if err != nil {
+		x.p.fail(x.i, fmt.Errorf("rewrite request: %w", err))
+		return hangUp
+	}
+	x.req.Body, x.req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	x.req.TransferEncoding = nil
+	x.req.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return proceed
+}
+
+// dial opens the session's Engine connection unless it has one.
+func (x *exchange) dial() outcome {
+	if x.up != nil {
+		return proceed
+	}
+	up, err := net.Dial("unix", x.p.upstream)
+	if err != nil {
+		x.p.fail(x.i, err)
+		return hangUp
+	}
+	if !x.p.track(up) {
+		return hangUp
+	}
+	x.up, x.ur = up, bufio.NewReader(up)
+	return proceed
+}
+
+// forward sends the request to the Engine and reads its reply's head.
+func (x *exchange) forward() outcome {
+	if err := x.req.Write(x.up); err != nil {
+		x.p.fail(x.i, fmt.Errorf("forward request: %w", err))
+		return hangUp
+	}
+	resp, err := http.ReadResponse(x.ur, x.req)
+	if err != nil {
+		x.p.fail(x.i, fmt.Errorf("read Engine reply: %w", err))
+		return hangUp
+	}
+	x.resp = resp
+	x.p.update(x.i, func(e *Exchange) { e.Status = resp.StatusCode })
+	return proceed
+}
+
+// reply gives the client what the rule leaves of the Engine's reply. A
+// reply rule that does not apply to this status (RewriteReply on other
+// than a plain 2xx, ReplaceBody on a non-2xx) passes the reply unchanged
+// and is recorded as a forward.
+func (x *exchange) reply() outcome {
+	switch x.rule.action {
+	case ActionDropReply:
+		_, _ = io.Copy(io.Discard, x.resp.Body)
+		x.resp.Body.Close()
+		return hangUp
+	case ActionRewriteReply:
+		if x.engine2xx() && x.resp.StatusCode != http.StatusSwitchingProtocols {
+			return x.rewriteReply()
+		}
+		x.unfired()
+	case ActionReplaceReply:
+		if !x.rule.rawBody || x.engine2xx() {
+			return x.replaceReply()
+		}
+		x.unfired()
+	}
+	return x.pass()
+}
+
+// engine2xx reports a 2xx Engine reply.
+func (x *exchange) engine2xx() bool {
+	return x.resp.StatusCode >= 200 && x.resp.StatusCode <= 299
+}
+
+// unfired records the exchange as a plain forward: its rule did not apply.
+func (x *exchange) unfired() {
+	x.p.update(x.i, func(e *Exchange) { e.Action, e.Rule = ActionForward, "" })
+}
+
+// rewriteReply sends the client the Engine's status and headers with the
+// body replaced by rule.rewrite's result.
+func (x *exchange) rewriteReply() outcome {
+	resp := x.resp
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		body, err = x.rule.rewrite(body)
+	}
+	if err != nil {
+		x.p.fail(x.i, fmt.Errorf("rewrite reply: %w", err))
+		return hangUp
+	}
+	x.p.update(x.i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
+	return x.answered(writeBody(x.client, x.req, resp, resp.Header.Get("Content-Type"), body))
+}
+
+// replaceReply discards the Engine's reply body and sends the client
+// ReplaceBody's body under the Engine's status, or ReplaceReply's status
+// and message.
+func (x *exchange) replaceReply() outcome {
+	resp := x.resp
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if x.rule.rawBody {
+		x.p.update(x.i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
+		return x.answered(writeBody(x.client, x.req, resp, x.rule.contentType, x.rule.raw))
+	}
+	x.p.update(x.i, func(e *Exchange) { e.ClientStatus = x.rule.status })
+	return x.answered(writeJSON(x.client, x.req, x.rule.status, x.rule.body))
+}
+
+// pass gives the client the Engine's own reply: when upgraded, its stream
+// (cut after rule.after bytes for CutStream) until either side ends it.
+func (x *exchange) pass() outcome {
+	resp := x.resp
+	x.p.update(x.i, func(e *Exchange) { e.ClientStatus = resp.StatusCode })
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		x.p.update(x.i, func(e *Exchange) { e.Upgraded = true })
+		limit := int64(-1)
+		if x.rule.action == ActionCutStream {
+			limit = x.rule.after
+		}
+		x.p.tunnel(x.i, x.client, x.cr, x.up, x.ur, resp, limit)
+		return hangUp
+	}
+	if err := resp.Write(x.client); err != nil {
+		x.p.fail(x.i, fmt.Errorf("write reply: %w", err))
+		return hangUp
+	}
+	resp.Body.Close()
+	if x.req.Close || resp.Close {
+		return hangUp
+	}
+	return nextRequest
+}
+
+// answered ends an exchange whose own reply was written with err: the
+// session goes on unless the write failed or either side asked to close.
+func (x *exchange) answered(err error) outcome {
+	if err != nil || x.req.Close || (x.resp != nil && x.resp.Close) {
+		return hangUp
+	}
+	return nextRequest
 }
 
 // tunnel writes the 101 head to the client and pipes both ways. limit >= 0
