@@ -27,6 +27,9 @@ type campaign struct {
 	run   *evidence.Run
 	out   string
 	total int
+	// parallel is how many scenarios may run at once (cfg.Parallel, at
+	// least 1).
+	parallel int
 	// concurrent is set when scenarios may run at once (cfg.Parallel > 1).
 	concurrent bool
 
@@ -58,20 +61,17 @@ type campaign struct {
 // interrupted", or naming the abandoned scenario). Progress events go
 // to progress, one call at a time (RunStarted first, RunFinished last,
 // also when it returns an error).
+//
+// The steps: announce the run (RunStarted); run each repetition as a
+// round (runRound), stopping at the first error a round leaves; finish
+// the run's evidence (finish); RunFinished, however it returns.
 func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string, progress func(ProgressEvent)) ([]*evidence.Scenario, error) {
-	m := cfg.Manifest
 	repeat, parallel := max(cfg.Repeat, 1), max(cfg.Parallel, 1)
-	n := len(m.Scenarios)
-	c := &campaign{cfg: cfg, run: run, out: out, progress: progress, total: repeat * n, concurrent: parallel > 1,
+	n := len(cfg.Manifest.Scenarios)
+	c := &campaign{cfg: cfg, run: run, out: out, progress: progress, total: repeat * n, parallel: parallel, concurrent: parallel > 1,
 		sums: make([]*evidence.ScenarioSummary, repeat*n), results: make([]*evidence.Scenario, repeat*n)}
-	runs := 0
-	for _, e := range m.Scenarios {
-		if cfg.Selection.Selected(e.Name) {
-			runs += repeat
-		}
-	}
 	c.mu.Lock()
-	c.emit(ProgressEvent{Kind: RunStarted, Total: c.total, Runs: runs, Parallel: parallel, Limit: cfg.limits().limit})
+	c.emit(ProgressEvent{Kind: RunStarted, Total: c.total, Runs: c.selectedRuns(repeat), Parallel: parallel, Limit: cfg.limits().limit})
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -80,60 +80,105 @@ func runCampaign(ctx context.Context, cfg Config, run *evidence.Run, out string,
 	}()
 	var rounds []evidence.CampaignRound
 	for r := 1; r <= repeat; r++ {
-		round := evidence.CampaignRound{Repeat: r, Order: []string{}}
-		c.mu.Lock()
-		c.order = nil
-		c.mu.Unlock()
-		slots := make(chan struct{}, parallel)
-		var wg sync.WaitGroup
-		for i, e := range m.Scenarios {
-			j := job{k: (r-1)*n + i + 1, r: r, i: i, e: e}
-			if !cfg.Selection.Selected(e.Name) {
-				c.notSelected(j)
-				continue
-			}
-			exclusive := exclusiveReason(cfg.Registry[e.Name]) != ""
-			if exclusive {
-				wg.Wait()
-			}
-			if ctx.Err() == nil && !c.stopped() {
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-				}
-			}
-			if ctx.Err() != nil || c.stopped() {
-				c.notRun(ctx, j)
-				continue
-			}
-			if exclusive {
-				round.Exclusive = append(round.Exclusive, c.dirName(j))
-			}
-			c.mu.Lock()
-			c.order = append(c.order, c.dirName(j))
-			c.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				c.runJob(ctx, j)
-			}()
-			if exclusive || parallel == 1 {
-				wg.Wait()
-			}
-		}
-		wg.Wait()
-		c.mu.Lock()
-		round.Order = append(round.Order, c.order...)
-		err := c.err
-		c.mu.Unlock()
+		rec, err := c.runRound(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		rounds = append(rounds, round)
+		rounds = append(rounds, rec)
 	}
-
 	return c.finish(rounds, repeat, parallel), nil
+}
+
+// selectedRuns is how many scenario runs the selection leaves of repeat
+// repetitions.
+func (c *campaign) selectedRuns(repeat int) int {
+	runs := 0
+	for _, e := range c.cfg.Manifest.Scenarios {
+		if c.cfg.Selection.Selected(e.Name) {
+			runs += repeat
+		}
+	}
+	return runs
+}
+
+// round is one repetition of the manifest as runRound schedules it.
+type round struct {
+	rec   evidence.CampaignRound
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+// runRound runs repetition r of every manifest entry, in manifest order
+// (schedule), waits for all of them and returns the round's record with
+// the order they started in, or the first error a scenario left in c.err.
+func (c *campaign) runRound(ctx context.Context, r int) (evidence.CampaignRound, error) {
+	rd := &round{rec: evidence.CampaignRound{Repeat: r, Order: []string{}}, slots: make(chan struct{}, c.parallel)}
+	c.mu.Lock()
+	c.order = nil
+	c.mu.Unlock()
+	n := len(c.cfg.Manifest.Scenarios)
+	for i, e := range c.cfg.Manifest.Scenarios {
+		c.schedule(ctx, rd, job{k: (r-1)*n + i + 1, r: r, i: i, e: e})
+	}
+	rd.wg.Wait()
+	c.mu.Lock()
+	rd.rec.Order = append(rd.rec.Order, c.order...)
+	err := c.err
+	c.mu.Unlock()
+	return rd.rec, err
+}
+
+// schedule starts j in rd, in steps:
+//
+//  1. a job the selection leaves out is recorded as not selected;
+//  2. an exclusive job waits for the running ones;
+//  3. it takes a slot (admit); interrupted or stopped, it is recorded as
+//     not run;
+//  4. its directory joins the round's order (and its exclusive list) and
+//     it starts;
+//  5. a job that runs alone (exclusive, or Parallel 1) is waited for.
+func (c *campaign) schedule(ctx context.Context, rd *round, j job) {
+	if !c.cfg.Selection.Selected(j.e.Name) {
+		c.notSelected(j)
+		return
+	}
+	exclusive := exclusiveReason(c.cfg.Registry[j.e.Name]) != ""
+	if exclusive {
+		rd.wg.Wait()
+	}
+	if !c.admit(ctx, rd.slots) {
+		c.notRun(ctx, j)
+		return
+	}
+	if exclusive {
+		rd.rec.Exclusive = append(rd.rec.Exclusive, c.dirName(j))
+	}
+	c.mu.Lock()
+	c.order = append(c.order, c.dirName(j))
+	c.mu.Unlock()
+	rd.wg.Add(1)
+	go func() {
+		defer rd.wg.Done()
+		defer func() { <-rd.slots }()
+		c.runJob(ctx, j)
+	}()
+	if exclusive || c.parallel == 1 {
+		rd.wg.Wait()
+	}
+}
+
+// admit waits for a slot unless ctx is done or a scenario was abandoned,
+// and reports whether a job may start: neither is the case once it has
+// its slot. A slot taken by a job that may not start is not given back:
+// nothing more starts in the round.
+func (c *campaign) admit(ctx context.Context, slots chan struct{}) bool {
+	if ctx.Err() == nil && !c.stopped() {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err() == nil && !c.stopped()
 }
 
 // finish fills run.Scenarios with every run in campaign order and
