@@ -294,149 +294,235 @@ func gatewayHosts(nw network.Inspect, where string) []engineHost {
 	return hs
 }
 
-// Run runs facts and a connect in each mode.
+// Run runs facts and a connect in each mode, in steps:
+//
+//  1. listen: a host listener on the host's first non-loopback IPv4
+//     address, counting the connections it accepts;
+//  2. runCase for the isolated, then the outbound mode.
 func (s NetworkIsolation) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
-	hostIPs, err := hostAddresses()
+	n := &netIsolation{s: s, env: env, rec: rec}
+	ln, err := n.listen()
 	if err != nil {
 		return err
 	}
-	ip := hostIPs[0]
-	listen := s.Listen
+	defer ln.Close()
+	for _, kind := range []sandboxapi.NetworkKind{sandboxapi.NetworkIsolated, sandboxapi.NetworkOutbound} {
+		if err := n.runCase(ctx, kind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// netIsolation is the state of one NetworkIsolation run.
+type netIsolation struct {
+	s   NetworkIsolation
+	env *Env
+	rec *Record
+	// hostIPs are the host's non-loopback IPv4 addresses; addr is the
+	// host listener's address and accepted counts its connections.
+	hostIPs  []string
+	addr     string
+	accepted atomic.Int64
+}
+
+// listen opens the host listener and counts what it accepts until it is
+// closed.
+func (n *netIsolation) listen() (net.Listener, error) {
+	hostIPs, err := hostAddresses()
+	if err != nil {
+		return nil, err
+	}
+	n.hostIPs = hostIPs
+	listen := n.s.Listen
 	if listen == nil {
 		listen = net.Listen
 	}
-	ln, err := listen("tcp", net.JoinHostPort(ip, "0"))
+	ln, err := listen("tcp", net.JoinHostPort(hostIPs[0], "0"))
 	if err != nil {
-		return fmt.Errorf("host listener: %w", err)
+		return nil, fmt.Errorf("host listener: %w", err)
 	}
-	defer ln.Close()
-	var accepted atomic.Int64
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			accepted.Add(1)
+			n.accepted.Add(1)
 			c.Close()
 		}
 	}()
-	addr := ln.Addr().String()
-	rec.Request("host listener", addr)
+	n.addr = ln.Addr().String()
+	n.rec.Request("host listener", n.addr)
+	return ln, nil
+}
 
-	for _, kind := range []sandboxapi.NetworkKind{sandboxapi.NetworkIsolated, sandboxapi.NetworkOutbound} {
-		name := string(kind)
-		pol := env.Policy
-		pol.Network = sandboxapi.Network{Kind: kind}
-		err := func() error {
-			o, err := startObserved(ctx, env, rec, name, pol)
-			defer o.cleanup(ctx)
-			if err != nil {
-				return err
-			}
-			rec.Equal(name+": effective network (Engine readback)", pol.Network, o.sb.Effective().Network)
-			// The sandbox runs one process: the outbound one also looks
-			// for services it must not reach, at its network's gateway
-			// among others, so the network is read first.
-			script := fmt.Sprintf("%[1]s facts; %[1]s connect %[2]s 2", ProbePath, addr)
-			var nw network.Inspect
-			var targets []engineTarget
-			if kind == sandboxapi.NetworkOutbound {
-				netID := resourceID(o.res, sandboxapi.RoleNetwork)
-				r, err := env.Engine.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
-				if err != nil {
-					return fmt.Errorf("outbound: inspect network %s: %w", netID, err)
-				}
-				nw = r.Network
-				if s.EditNetwork != nil {
-					s.EditNetwork(&nw)
-				}
-				hosts := gatewayHosts(nw, "the network's gateway")
-				var gws []string
-				for _, h := range hosts {
-					gws = append(gws, h.ip)
-				}
-				rec.Check("outbound: the network's gateway (Engine IPAM)", ">= 1 address", gws, len(gws) >= 1)
-				// The default bridge's gateway is an address of the
-				// Engine's own host, which the harness's need not be; an
-				// Engine run without it (--bridge=none) has none.
-				def, err := env.Engine.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{})
-				switch {
-				case err == nil:
-					hosts = append(hosts, gatewayHosts(def.Network, "the default bridge's gateway")...)
-				case cerrdefs.IsNotFound(err):
-					rec.Observe("outbound: default bridge network", "absent")
-				default:
-					return fmt.Errorf("outbound: inspect the default bridge network: %w", err)
-				}
-				for _, h := range hostIPs {
-					hosts = append(hosts, engineHost{"the host address", h})
-				}
-				targets = s.engineTargets(hosts)
-				script += "; " + serviceProbes(targets)
-			}
-			before := accepted.Load()
-			exit, stdout, _, err := o.run(ctx, shellSpec(script))
-			if err != nil {
-				return err
-			}
-			rec.Equal(name+": exit receipt", sandboxapi.Exited(0).String(), exit.String())
-			first, rest, _ := bytes.Cut(stdout, []byte("\n"))
-			f, err := facts.Decode(first)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			var names []string
-			for _, i := range f.Interfaces {
-				names = append(names, i.Name)
-			}
-			rec.Observe(name+": interfaces", f.Interfaces)
-			all, err := results(rest)
-			var rs, served []facts.Result
-			for _, r := range all {
-				if r.Action == "http" {
-					served = append(served, r)
-				} else {
-					rs = append(rs, r)
-				}
-			}
-			if err != nil {
-				return fmt.Errorf("%s: probe results: %w", name, err)
-			}
-			if len(rs) != 1 {
-				return fmt.Errorf("%s: want 1 probe connect result, got %d", name, len(rs))
-			}
-			rec.Observe(name+": connect", rs[0])
-			if kind == sandboxapi.NetworkIsolated {
-				rec.Equal("isolated: interfaces", []string{"lo"}, names)
-				rec.Check("isolated: host listener unreachable", "connect fails", rs[0].Outcome, !rs[0].OK)
-				rec.Equal("isolated: connections the host listener accepted", int64(0), accepted.Load()-before)
-				rec.Equal("isolated: no network resource", "", resourceID(o.res, sandboxapi.RoleNetwork))
-				return nil
-			}
-			rec.Check("outbound: interfaces", "lo and one more", names, len(names) == 2 && names[0] == "lo")
-			// The accept loop counts after Accept returns: give it a moment.
-			rose := waitRise(&accepted, before, 2*time.Second)
-			rec.Check("outbound: host listener reachable", "connect ok; accepted count rose",
-				fmt.Sprintf("connect %s; accepted %+d", Render(rs[0].Outcome), rose), rs[0].OK && rose >= 1)
-			rec.Observe("outbound: network", map[string]any{"id": nw.ID, "name": nw.Name, "driver": nw.Driver, "internal": nw.Internal})
-			rec.Equal("outbound: network driver", "bridge", nw.Driver)
-			rec.Equal("outbound: network internal", false, nw.Internal)
-			var planned string
-			for _, r := range o.res.RecoveryRecord().Resources {
-				if r.Role == sandboxapi.RoleNetwork {
-					planned = r.Name
-				}
-			}
-			rec.Check("outbound: private network (the sandbox's own, not the default bridge)", planned, nw.Name,
-				nw.Name != "bridge" && nw.Name == planned && strings.HasPrefix(planned, "qualbox-"))
-			return checkServices(rec, targets, served)
-		}()
-		if err != nil {
+// netCase is one mode's sandbox as runCase's steps fill it.
+type netCase struct {
+	*netIsolation
+	kind sandboxapi.NetworkKind
+	name string
+	pol  sandboxapi.Policy
+	o    *observed
+	// script is the sandbox's one process: facts, a connect to the host
+	// listener and, outbound, the service probes at targets.
+	script  string
+	nw      network.Inspect
+	targets []engineTarget
+	// before is the listener's accepted count before the probe ran.
+	before int64
+	// names are the sandbox's interfaces, connect the connect's result
+	// and served the service probes' results.
+	names   []string
+	connect facts.Result
+	served  []facts.Result
+}
+
+// runCase runs one mode, in steps:
+//
+//  1. start an observed sandbox with the mode's network and check the
+//     Engine's readback of it;
+//  2. outbound only: read the sandbox's network and look for services at
+//     its gateways and the host's addresses (outboundTargets);
+//  3. probe: run the script and read its results;
+//  4. check what the mode must show (checkIsolated, checkOutbound).
+func (n *netIsolation) runCase(ctx context.Context, kind sandboxapi.NetworkKind) error {
+	c := &netCase{netIsolation: n, kind: kind, name: string(kind), pol: n.env.Policy}
+	c.pol.Network = sandboxapi.Network{Kind: kind}
+	o, err := startObserved(ctx, n.env, n.rec, c.name, c.pol)
+	defer o.cleanup(ctx)
+	if err != nil {
+		return err
+	}
+	c.o = o
+	n.rec.Equal(c.name+": effective network (Engine readback)", c.pol.Network, o.sb.Effective().Network)
+	// The sandbox runs one process: the outbound one also looks for
+	// services it must not reach, at its network's gateway among others,
+	// so the network is read first.
+	c.script = fmt.Sprintf("%[1]s facts; %[1]s connect %[2]s 2", ProbePath, n.addr)
+	if kind == sandboxapi.NetworkOutbound {
+		if err := c.outboundTargets(ctx); err != nil {
 			return err
 		}
 	}
+	if err := c.probe(ctx); err != nil {
+		return err
+	}
+	if kind == sandboxapi.NetworkIsolated {
+		c.checkIsolated()
+		return nil
+	}
+	return c.checkOutbound()
+}
+
+// outboundTargets reads the sandbox's network, checks it has a gateway,
+// and adds to the script the service probes at its gateways, the default
+// bridge's and the host's addresses.
+func (c *netCase) outboundTargets(ctx context.Context) error {
+	netID := resourceID(c.o.res, sandboxapi.RoleNetwork)
+	r, err := c.env.Engine.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("outbound: inspect network %s: %w", netID, err)
+	}
+	c.nw = r.Network
+	if c.s.EditNetwork != nil {
+		c.s.EditNetwork(&c.nw)
+	}
+	hosts := gatewayHosts(c.nw, "the network's gateway")
+	var gws []string
+	for _, h := range hosts {
+		gws = append(gws, h.ip)
+	}
+	c.rec.Check("outbound: the network's gateway (Engine IPAM)", ">= 1 address", gws, len(gws) >= 1)
+	// The default bridge's gateway is an address of the Engine's own
+	// host, which the harness's need not be; an Engine run without it
+	// (--bridge=none) has none.
+	def, err := c.env.Engine.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{})
+	switch {
+	case err == nil:
+		hosts = append(hosts, gatewayHosts(def.Network, "the default bridge's gateway")...)
+	case cerrdefs.IsNotFound(err):
+		c.rec.Observe("outbound: default bridge network", "absent")
+	default:
+		return fmt.Errorf("outbound: inspect the default bridge network: %w", err)
+	}
+	for _, h := range c.hostIPs {
+		hosts = append(hosts, engineHost{"the host address", h})
+	}
+	c.targets = c.s.engineTargets(hosts)
+	c.script += "; " + serviceProbes(c.targets)
 	return nil
+}
+
+// probe runs the script as the sandbox's one process and reads its facts
+// (the interfaces), its one connect result and the service probes'.
+func (c *netCase) probe(ctx context.Context) error {
+	c.before = c.accepted.Load()
+	exit, stdout, _, err := c.o.run(ctx, shellSpec(c.script))
+	if err != nil {
+		return err
+	}
+	c.rec.Equal(c.name+": exit receipt", sandboxapi.Exited(0).String(), exit.String())
+	first, rest, _ := bytes.Cut(stdout, []byte("\n"))
+	f, err := facts.Decode(first)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.name, err)
+	}
+	for _, i := range f.Interfaces {
+		c.names = append(c.names, i.Name)
+	}
+	c.rec.Observe(c.name+": interfaces", f.Interfaces)
+	all, err := results(rest)
+	var rs []facts.Result
+	for _, r := range all {
+		if r.Action == "http" {
+			c.served = append(c.served, r)
+		} else {
+			rs = append(rs, r)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: probe results: %w", c.name, err)
+	}
+	if len(rs) != 1 {
+		return fmt.Errorf("%s: want 1 probe connect result, got %d", c.name, len(rs))
+	}
+	c.connect = rs[0]
+	c.rec.Observe(c.name+": connect", rs[0])
+	return nil
+}
+
+// checkIsolated checks the isolated sandbox has loopback only, reached
+// nothing and has no network resource.
+func (c *netCase) checkIsolated() {
+	rec := c.rec
+	rec.Equal("isolated: interfaces", []string{"lo"}, c.names)
+	rec.Check("isolated: host listener unreachable", "connect fails", c.connect.Outcome, !c.connect.OK)
+	rec.Equal("isolated: connections the host listener accepted", int64(0), c.accepted.Load()-c.before)
+	rec.Equal("isolated: no network resource", "", resourceID(c.o.res, sandboxapi.RoleNetwork))
+}
+
+// checkOutbound checks the outbound sandbox reached the host listener
+// through its own private bridge network and found no Engine API.
+func (c *netCase) checkOutbound() error {
+	rec, nw := c.rec, c.nw
+	rec.Check("outbound: interfaces", "lo and one more", c.names, len(c.names) == 2 && c.names[0] == "lo")
+	// The accept loop counts after Accept returns: give it a moment.
+	rose := waitRise(&c.accepted, c.before, 2*time.Second)
+	rec.Check("outbound: host listener reachable", "connect ok; accepted count rose",
+		fmt.Sprintf("connect %s; accepted %+d", Render(c.connect.Outcome), rose), c.connect.OK && rose >= 1)
+	rec.Observe("outbound: network", map[string]any{"id": nw.ID, "name": nw.Name, "driver": nw.Driver, "internal": nw.Internal})
+	rec.Equal("outbound: network driver", "bridge", nw.Driver)
+	rec.Equal("outbound: network internal", false, nw.Internal)
+	var planned string
+	for _, r := range c.o.res.RecoveryRecord().Resources {
+		if r.Role == sandboxapi.RoleNetwork {
+			planned = r.Name
+		}
+	}
+	rec.Check("outbound: private network (the sandbox's own, not the default bridge)", planned, nw.Name,
+		nw.Name != "bridge" && nw.Name == planned && strings.HasPrefix(planned, "qualbox-"))
+	return checkServices(rec, c.targets, c.served)
 }
 
 // waitRise returns how much n rose above before, waiting up to limit for
