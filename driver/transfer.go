@@ -199,98 +199,164 @@ func sourceIssue(entry, format string, args ...any) error {
 	return &sandboxapi.ValidationError{Issues: []sandboxapi.Issue{{Path: []string{"source", entry}, Message: fmt.Sprintf(format, args...)}}}
 }
 
+// writeImport writes src to w as the import's tar body, in steps:
+//
+//  1. the workspace directory's own header (importWriter.workspace);
+//  2. for each source entry (next): checked and counted (admit), its
+//     header, and for a file its body of exactly its declared size;
+//  3. finish: the names, spilled and now sorted, hold no duplicate or
+//     conflict; then the archive's end and the last buffered bytes.
 func (s *sandbox) writeImport(ctx context.Context, src sandboxapi.TreeSource, opts sandboxapi.TransferOptions, sorter *spill.Sorter, w io.Writer) error {
 	chunk := int(s.policy.Transfers.ChunkBytes)
-	bw := bufio.NewWriterSize(w, chunk)
-	tw := tar.NewWriter(bw)
-	buf := make([]byte, chunk)
-	var tree archive.Tree
-	q := quota{opts: opts}
-	var rec []byte
-	now := time.Now().Truncate(time.Second)
-	uid, gid := int(s.b.cfg.User.UID), int(s.b.cfg.User.GID)
-	// The first header is the driver's own: the workspace directory itself
-	// ("./", as prepared at start: 0755, the workload's). The body's first
-	// bytes are then "./" and never a caller's entry name, which could
-	// spell compression magic ("BZh9...") and fail the uncompressed-only
-	// check that still runs on them (docs/contract.md#workspace-files).
-	if err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeDir, Name: "./", Mode: 0o755, Uid: uid, Gid: gid, ModTime: now, Format: tar.FormatPAX,
-	}); err != nil {
+	iw := &importWriter{
+		src: src, sorter: sorter, bw: bufio.NewWriterSize(w, chunk), buf: make([]byte, chunk), q: quota{opts: opts},
+		now: time.Now().Truncate(time.Second), uid: int(s.b.cfg.User.UID), gid: int(s.b.cfg.User.GID),
+	}
+	iw.tw = tar.NewWriter(iw.bw)
+	if err := iw.workspace(); err != nil {
 		return err
 	}
 	for i := 0; ; i++ {
-		if err := ctx.Err(); err != nil {
-			return sandboxapi.FromContext(err, "import")
-		}
-		e, body, err := src.Next()
+		e, body, err := iw.next(ctx, i)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			var ve *sandboxapi.ValidationError
-			if errors.As(err, &ve) {
-				return err
-			}
-			return fmt.Errorf("driver: import source entry %d: %w", i, err)
-		}
-		if err := e.Validate("source", strconv.Quote(e.Path)); err != nil {
 			return err
 		}
-		dir := e.Kind == sandboxapi.EntryDir
-		if err := tree.Add(e.Path, dir); err != nil {
-			return sourceIssue(e.Path, "%v (sources yield pre-order, parents first)", err)
-		}
-		if err := q.add(e.Path, e.Size); err != nil {
+		if err := iw.entry(ctx, e, body); err != nil {
 			return err
-		}
-		rec = archive.AppendRecord(rec[:0], e.Path, dir, 0)
-		if err := sorter.Add(rec); err != nil {
-			return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill import metadata", Err: err}
-		}
-		h := &tar.Header{
-			Name: e.Path, Typeflag: tar.TypeReg, Mode: int64(e.Mode), Size: e.Size,
-			Uid: uid, Gid: gid, ModTime: now, Format: tar.FormatPAX,
-		}
-		if dir {
-			h.Name += "/"
-			h.Typeflag = tar.TypeDir
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return fmt.Errorf("driver: import entry %q: %w", e.Path, err)
-		}
-		if dir {
-			continue
-		}
-		if body == nil {
-			body = strings.NewReader("")
-		}
-		n, err := io.CopyBuffer(struct{ io.Writer }{tw}, io.LimitReader(body, e.Size), buf)
-		if err != nil {
-			if ctx.Err() != nil {
-				return sandboxapi.FromContext(ctx.Err(), "import")
-			}
-			return fmt.Errorf("driver: import entry %q: %w", e.Path, err)
-		}
-		if n != e.Size {
-			return sourceIssue(e.Path, "source yielded %d of its declared %d bytes", n, e.Size)
-		}
-		if m, _ := body.Read(buf[:1]); m > 0 {
-			return sourceIssue(e.Path, "source yields more than its declared %d bytes", e.Size)
 		}
 	}
+	return iw.finish()
+}
+
+// importWriter is the state of one writeImport.
+type importWriter struct {
+	src    sandboxapi.TreeSource
+	sorter *spill.Sorter
+	bw     *bufio.Writer
+	tw     *tar.Writer
+	// buf is the body copy buffer (transfers.chunkBytes).
+	buf  []byte
+	tree archive.Tree
+	q    quota
+	rec  []byte
+	// now, uid and gid are every header's time and owner.
+	now      time.Time
+	uid, gid int
+}
+
+// workspace writes the first header, the driver's own: the workspace
+// directory itself ("./", as prepared at start: 0755, the workload's).
+// The body's first bytes are then "./" and never a caller's entry name,
+// which could spell compression magic ("BZh9...") and fail the
+// uncompressed-only check that still runs on them
+// (docs/contract.md#workspace-files).
+func (w *importWriter) workspace() error {
+	return w.tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeDir, Name: "./", Mode: 0o755, Uid: w.uid, Gid: w.gid, ModTime: w.now, Format: tar.FormatPAX,
+	})
+}
+
+// next returns source entry i (from 0), or io.EOF after the last; ctx
+// ending fails it first.
+func (w *importWriter) next(ctx context.Context, i int) (sandboxapi.Entry, io.Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return sandboxapi.Entry{}, nil, sandboxapi.FromContext(err, "import")
+	}
+	e, body, err := w.src.Next()
+	if err == nil || err == io.EOF {
+		return e, body, err
+	}
+	var ve *sandboxapi.ValidationError
+	if errors.As(err, &ve) {
+		return e, body, err
+	}
+	return e, body, fmt.Errorf("driver: import source entry %d: %w", i, err)
+}
+
+// entry writes e: checked (admit), its header and, for a file, its body.
+func (w *importWriter) entry(ctx context.Context, e sandboxapi.Entry, body io.Reader) error {
+	if err := w.admit(e); err != nil {
+		return err
+	}
+	dir := e.Kind == sandboxapi.EntryDir
+	h := &tar.Header{
+		Name: e.Path, Typeflag: tar.TypeReg, Mode: int64(e.Mode), Size: e.Size,
+		Uid: w.uid, Gid: w.gid, ModTime: w.now, Format: tar.FormatPAX,
+	}
+	if dir {
+		h.Name += "/"
+		h.Typeflag = tar.TypeDir
+	}
+	if err := w.tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("driver: import entry %q: %w", e.Path, err)
+	}
+	if dir {
+		return nil
+	}
+	return w.body(ctx, e, body)
+}
+
+// admit validates e, checks it comes in pre-order (its parent already
+// written as a directory), counts it against the quotas and spills its
+// name for the duplicate check.
+func (w *importWriter) admit(e sandboxapi.Entry) error {
+	if err := e.Validate("source", strconv.Quote(e.Path)); err != nil {
+		return err
+	}
+	dir := e.Kind == sandboxapi.EntryDir
+	if err := w.tree.Add(e.Path, dir); err != nil {
+		return sourceIssue(e.Path, "%v (sources yield pre-order, parents first)", err)
+	}
+	if err := w.q.add(e.Path, e.Size); err != nil {
+		return err
+	}
+	w.rec = archive.AppendRecord(w.rec[:0], e.Path, dir, 0)
+	if err := w.sorter.Add(w.rec); err != nil {
+		return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill import metadata", Err: err}
+	}
+	return nil
+}
+
+// body copies file e's body (nil is empty), which must be exactly
+// e.Size bytes.
+func (w *importWriter) body(ctx context.Context, e sandboxapi.Entry, body io.Reader) error {
+	if body == nil {
+		body = strings.NewReader("")
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{w.tw}, io.LimitReader(body, e.Size), w.buf)
+	if err != nil {
+		if ctx.Err() != nil {
+			return sandboxapi.FromContext(ctx.Err(), "import")
+		}
+		return fmt.Errorf("driver: import entry %q: %w", e.Path, err)
+	}
+	if n != e.Size {
+		return sourceIssue(e.Path, "source yielded %d of its declared %d bytes", n, e.Size)
+	}
+	if m, _ := body.Read(w.buf[:1]); m > 0 {
+		return sourceIssue(e.Path, "source yields more than its declared %d bytes", e.Size)
+	}
+	return nil
+}
+
+// finish checks the names hold no duplicate or conflict, then ends the
+// archive and flushes it.
+func (w *importWriter) finish() error {
 	var sorted archive.Sorted
-	if err := sorter.Sorted(sorted.Add); err != nil {
+	if err := w.sorter.Sorted(sorted.Add); err != nil {
 		var ae *archive.Error
 		if errors.As(err, &ae) {
 			return sourceIssue(ae.Entry, "%s", ae.Reason)
 		}
 		return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "sort import metadata", Err: err}
 	}
-	if err := tw.Close(); err != nil {
+	if err := w.tw.Close(); err != nil {
 		return err
 	}
-	return bw.Flush()
+	return w.bw.Flush()
 }
 
 // headError marks a body that failed the uncompressed-tar check.
@@ -399,6 +465,9 @@ type export struct {
 	prefix    string             // workspace-relative directory of root ("" at top level)
 	ancestors []sandboxapi.Entry // directories above the selection
 	rootStat  container.PathStat // HEAD result of guest
+
+	what   string        // names the export in errors: guest and accessor
+	sorter *spill.Sorter // the archive's names, for the duplicate check
 }
 
 func selectionIssue(format string, args ...any) error {
@@ -501,21 +570,62 @@ func (x *export) rel(name string) string {
 	return x.prefix + "/" + name
 }
 
+// run streams the resolved selection into the sink, in steps:
+//
+//  1. open: GET the selection from the accessor, its stat matching the
+//     HEAD's;
+//  2. begin: the sink's Begin, then the selection's ancestors;
+//  3. stream: each archive entry checked for its place in the selection
+//     (place), its name spilled for the duplicate check, then passed to
+//     the sink (deliver);
+//  4. settle: the archive held an entry, its names are unique and
+//     consistent (the spilled records, sorted), ctx is still live;
+//  5. commit the sink.
 func (x *export) run(ctx context.Context) (err error) {
-	what := fmt.Sprintf("export %s from accessor %s", x.guest, x.accessor)
-	res, err := x.eng.cli.CopyFromContainer(withStreaming(ctx), x.accessor, client.CopyFromContainerOptions{SourcePath: x.guest})
+	x.what = fmt.Sprintf("export %s from accessor %s", x.guest, x.accessor)
+	content, err := x.open(ctx)
 	if err != nil {
-		return engineFailure(err, "%s", what)
+		return err
 	}
-	defer res.Content.Close()
-	if res.Stat.Name != x.root || res.Stat.Mode.Type() != x.rootStat.Mode.Type() {
-		return &sandboxapi.OperationError{Code: sandboxapi.CodeInvalidArchive, Message: fmt.Sprintf("%s: Engine reports %q (%v), HEAD reported %q (%v)", what, res.Stat.Name, res.Stat.Mode, x.rootStat.Name, x.rootStat.Mode)}
-	}
+	defer content.Close()
 	sorter, err := x.s.newSorter()
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, spillCloseError(sorter.Close())) }()
+	x.sorter = sorter
+	if err := x.begin(); err != nil {
+		return err
+	}
+	n, err := x.stream(ctx, archive.NewReader(content, int(x.s.policy.Transfers.ChunkBytes)))
+	if err != nil {
+		return err
+	}
+	if err := x.settle(ctx, n); err != nil {
+		return err
+	}
+	if err := x.sink.Commit(); err != nil {
+		return fmt.Errorf("driver: export sink commit: %w", err)
+	}
+	return nil
+}
+
+// open GETs the selection's archive. The Engine's stat of it must name
+// and type what the HEAD in resolve found.
+func (x *export) open(ctx context.Context) (io.ReadCloser, error) {
+	res, err := x.eng.cli.CopyFromContainer(withStreaming(ctx), x.accessor, client.CopyFromContainerOptions{SourcePath: x.guest})
+	if err != nil {
+		return nil, engineFailure(err, "%s", x.what)
+	}
+	if res.Stat.Name != x.root || res.Stat.Mode.Type() != x.rootStat.Mode.Type() {
+		res.Content.Close()
+		return nil, &sandboxapi.OperationError{Code: sandboxapi.CodeInvalidArchive, Message: fmt.Sprintf("%s: Engine reports %q (%v), HEAD reported %q (%v)", x.what, res.Stat.Name, res.Stat.Mode, x.rootStat.Name, x.rootStat.Mode)}
+	}
+	return res.Content, nil
+}
+
+// begin starts the sink and gives it the selection's ancestors.
+func (x *export) begin() error {
 	if err := x.sink.Begin(); err != nil {
 		return fmt.Errorf("driver: export sink: %w", err)
 	}
@@ -524,70 +634,98 @@ func (x *export) run(ctx context.Context) (err error) {
 			return fmt.Errorf("driver: export sink entry %q: %w", a.Path, err)
 		}
 	}
-	tr := archive.NewReader(res.Content, int(x.s.policy.Transfers.ChunkBytes))
+	return nil
+}
+
+// stream reads every entry of tr into the sink and returns how many the
+// archive held.
+func (x *export) stream(ctx context.Context, tr *archive.Reader) (int, error) {
 	var rec []byte
-	n := 0
-	for ; ; n++ {
+	for n := 0; ; n++ {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return n, nil
 		}
 		if err != nil {
-			return archiveFailure(err, what)
+			return n, archiveFailure(err, x.what)
 		}
-		switch {
-		case n == 0 && h.Name != x.root:
-			return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("the archive does not start with the selected %q", x.root)}, what)
-		case n == 0 && h.Dir != (x.sel.Kind != sandboxapi.SelectFile):
-			return archiveFailure(&archive.Error{Entry: h.Name, Reason: "the selected entry changed kind"}, what)
-		case n > 0 && x.sel.Kind == sandboxapi.SelectFile:
-			return archiveFailure(&archive.Error{Entry: h.Name, Reason: "a file selection's archive holds more than the selected file"}, what)
-		case n > 0 && !strings.HasPrefix(h.Name, x.root+"/"):
-			return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("entry outside the selected %q", x.root)}, what)
+		if err := x.place(n, h); err != nil {
+			return n, err
 		}
 		rec = archive.AppendRecord(rec[:0], h.Name, h.Dir, h.Offset)
-		if err := sorter.Add(rec); err != nil {
-			return &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill export metadata", Err: err}
+		if err := x.sorter.Add(rec); err != nil {
+			return n, &sandboxapi.OperationError{Code: sandboxapi.CodeDriverFailure, Message: "spill export metadata", Err: err}
 		}
-		rel := x.rel(h.Name)
-		if rel == "" {
-			continue
-		}
-		if _, err := sandboxapi.ParseRelativePath(rel); err != nil {
-			return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("workspace path is not representable: %v", err)}, what)
-		}
-		if err := x.q.add(rel, h.Size); err != nil {
-			return err
-		}
-		e := sandboxapi.Entry{Path: rel, Kind: sandboxapi.EntryFile, Mode: h.Mode, Size: h.Size}
-		var body io.Reader
-		if h.Dir {
-			e.Kind = sandboxapi.EntryDir
-		} else {
-			body = tr
-		}
-		if err := x.sink.Entry(e, body); err != nil {
-			if rerr := tr.Err(); rerr != nil {
-				return archiveFailure(rerr, what)
-			}
-			if cerr := ctx.Err(); cerr != nil {
-				return sandboxapi.FromContext(cerr, what)
-			}
-			return fmt.Errorf("driver: export sink entry %q: %w", rel, err)
+		if err := x.deliver(ctx, tr, h); err != nil {
+			return n, err
 		}
 	}
+}
+
+// place checks that h, the archive's n-th entry (from 0), belongs where
+// it is: the first is the selected root, of the selected kind; the rest
+// lie under it, and a file selection has no rest.
+func (x *export) place(n int, h *archive.Header) error {
+	switch {
+	case n == 0 && h.Name != x.root:
+		return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("the archive does not start with the selected %q", x.root)}, x.what)
+	case n == 0 && h.Dir != (x.sel.Kind != sandboxapi.SelectFile):
+		return archiveFailure(&archive.Error{Entry: h.Name, Reason: "the selected entry changed kind"}, x.what)
+	case n > 0 && x.sel.Kind == sandboxapi.SelectFile:
+		return archiveFailure(&archive.Error{Entry: h.Name, Reason: "a file selection's archive holds more than the selected file"}, x.what)
+	case n > 0 && !strings.HasPrefix(h.Name, x.root+"/"):
+		return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("entry outside the selected %q", x.root)}, x.what)
+	}
+	return nil
+}
+
+// deliver passes h (with tr as a file's body) to the sink under its
+// workspace-relative path, counted against the quotas; the whole
+// workspace's root itself is not an entry. A sink failure is reported as
+// the archive's or ctx's when either failed first.
+func (x *export) deliver(ctx context.Context, tr *archive.Reader, h *archive.Header) error {
+	rel := x.rel(h.Name)
+	if rel == "" {
+		return nil
+	}
+	if _, err := sandboxapi.ParseRelativePath(rel); err != nil {
+		return archiveFailure(&archive.Error{Entry: h.Name, Reason: fmt.Sprintf("workspace path is not representable: %v", err)}, x.what)
+	}
+	if err := x.q.add(rel, h.Size); err != nil {
+		return err
+	}
+	e := sandboxapi.Entry{Path: rel, Kind: sandboxapi.EntryFile, Mode: h.Mode, Size: h.Size}
+	var body io.Reader
+	if h.Dir {
+		e.Kind = sandboxapi.EntryDir
+	} else {
+		body = tr
+	}
+	if err := x.sink.Entry(e, body); err != nil {
+		if rerr := tr.Err(); rerr != nil {
+			return archiveFailure(rerr, x.what)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return sandboxapi.FromContext(cerr, x.what)
+		}
+		return fmt.Errorf("driver: export sink entry %q: %w", rel, err)
+	}
+	return nil
+}
+
+// settle checks the whole archive once it ended: it held n > 0 entries,
+// whose names (spilled, now sorted) hold no duplicate or conflict, and
+// ctx did not end meanwhile.
+func (x *export) settle(ctx context.Context, n int) error {
 	if n == 0 {
-		return archiveFailure(&archive.Error{Reason: "the archive holds no entry"}, what)
+		return archiveFailure(&archive.Error{Reason: "the archive holds no entry"}, x.what)
 	}
 	var sorted archive.Sorted
-	if err := sorter.Sorted(sorted.Add); err != nil {
-		return archiveFailure(err, what)
+	if err := x.sorter.Sorted(sorted.Add); err != nil {
+		return archiveFailure(err, x.what)
 	}
 	if err := ctx.Err(); err != nil {
-		return sandboxapi.FromContext(err, what)
-	}
-	if err := x.sink.Commit(); err != nil {
-		return fmt.Errorf("driver: export sink commit: %w", err)
+		return sandboxapi.FromContext(err, x.what)
 	}
 	return nil
 }
