@@ -222,7 +222,18 @@ func (r *Reader) Read(p []byte) (int, error) {
 }
 
 // header parses the header block in r.blk (and a preceding local PAX
-// header, if any) into a validated Header.
+// header, if any) into a validated Header, in steps:
+//
+//  1. the block's checksum and magic; a GNU long record is rejected
+//     (gnuLong);
+//  2. a local PAX header: its records, then the entry's own block, where
+//     the entry starts (paxEntry);
+//  3. the entry's type: a regular file or a directory, without a link
+//     name (checkType);
+//  4. its numeric fields: an octal size within 8 GiB - 1, an octal mode
+//     and owners (fields);
+//  5. its name: a trailing '/' for a directory only, no directory body,
+//     canonical (entryName).
 func (r *Reader) header(hoff int64) (*Header, error) {
 	raw := cstring(r.blk[0:100])
 	if err := checkBlock(&r.blk); err != nil {
@@ -234,28 +245,8 @@ func (r *Reader) header(hoff int64) (*Header, error) {
 	var pax map[string]string
 	if r.blk[156] == 'x' {
 		var err error
-		if pax, err = r.readPAX(raw, hoff); err != nil {
+		if pax, hoff, err = r.paxEntry(raw, hoff); err != nil {
 			return nil, err
-		}
-		subject := raw
-		if p, ok := pax["path"]; ok {
-			subject = p
-		}
-		hoff = r.off
-		if err := r.readBlock(subject, "header"); err != nil {
-			return nil, err
-		}
-		if isZero(r.blk[:]) {
-			return nil, r.fail(subject, hoff, false, "PAX extended header is not followed by an entry")
-		}
-		if _, ok := pax["path"]; !ok {
-			subject = blockName(&r.blk)
-		}
-		if err := checkBlock(&r.blk); err != nil {
-			return nil, r.fail(subject, hoff, false, "%v", err)
-		}
-		if r.blk[156] == 'x' {
-			return nil, r.fail(subject, hoff, false, "two PAX extended headers in a row")
 		}
 	}
 	name := blockName(&r.blk)
@@ -263,63 +254,123 @@ func (r *Reader) header(hoff int64) (*Header, error) {
 		name = p
 	}
 	typ := r.blk[156]
+	if err := r.checkType(name, hoff, typ); err != nil {
+		return nil, err
+	}
+	size, mode, err := r.fields(name, hoff)
+	if err != nil {
+		return nil, err
+	}
+	dir := typ == '5'
+	if name, err = r.entryName(name, hoff, dir, size); err != nil {
+		return nil, err
+	}
+	return &Header{Name: name, Dir: dir, Mode: fs.FileMode(mode) & fs.ModePerm, Size: size, Offset: hoff}, nil
+}
+
+// paxEntry reads the local PAX header in r.blk (named raw, at hoff) and
+// the entry block that must follow it into r.blk. It returns the PAX
+// records and the entry block's offset, where the entry starts.
+func (r *Reader) paxEntry(raw string, hoff int64) (map[string]string, int64, error) {
+	pax, err := r.readPAX(raw, hoff)
+	if err != nil {
+		return nil, hoff, err
+	}
+	subject := raw
+	if p, ok := pax["path"]; ok {
+		subject = p
+	}
+	hoff = r.off
+	if err := r.readBlock(subject, "header"); err != nil {
+		return nil, hoff, err
+	}
+	if isZero(r.blk[:]) {
+		return nil, hoff, r.fail(subject, hoff, false, "PAX extended header is not followed by an entry")
+	}
+	if _, ok := pax["path"]; !ok {
+		subject = blockName(&r.blk)
+	}
+	if err := checkBlock(&r.blk); err != nil {
+		return nil, hoff, r.fail(subject, hoff, false, "%v", err)
+	}
+	if r.blk[156] == 'x' {
+		return nil, hoff, r.fail(subject, hoff, false, "two PAX extended headers in a row")
+	}
+	return pax, hoff, nil
+}
+
+// checkType accepts entry type typ of the entry name (at hoff) only for a
+// regular file or a directory, and a link name only for a directory.
+func (r *Reader) checkType(name string, hoff int64, typ byte) error {
 	switch typ {
 	case '0', 0, '5':
 	case '1':
-		return nil, r.fail(name, hoff, false, "hard link record to %q rejected: links are never transferred", cstring(r.blk[157:257]))
+		return r.fail(name, hoff, false, "hard link record to %q rejected: links are never transferred", cstring(r.blk[157:257]))
 	case '2':
-		return nil, r.fail(name, hoff, false, "symbolic link record to %q rejected: links are never followed or transferred", cstring(r.blk[157:257]))
+		return r.fail(name, hoff, false, "symbolic link record to %q rejected: links are never followed or transferred", cstring(r.blk[157:257]))
 	case '3', '4':
-		return nil, r.fail(name, hoff, false, "device node rejected: only regular files and directories are transferred")
+		return r.fail(name, hoff, false, "device node rejected: only regular files and directories are transferred")
 	case '6':
-		return nil, r.fail(name, hoff, false, "FIFO rejected: only regular files and directories are transferred")
+		return r.fail(name, hoff, false, "FIFO rejected: only regular files and directories are transferred")
 	case 'S':
-		return nil, r.fail(name, hoff, false, "GNU sparse file rejected: sparse entries are unsupported")
+		return r.fail(name, hoff, false, "GNU sparse file rejected: sparse entries are unsupported")
 	case 'g':
-		return nil, r.fail(name, hoff, false, "global PAX header rejected: only local PAX records are supported")
+		return r.fail(name, hoff, false, "global PAX header rejected: only local PAX records are supported")
 	case 'L', 'K':
-		return nil, r.gnuLong(hoff)
+		return r.gnuLong(hoff)
 	default:
-		return nil, r.fail(name, hoff, false, "entry type %q rejected: only regular files and directories are transferred", typ)
+		return r.fail(name, hoff, false, "entry type %q rejected: only regular files and directories are transferred", typ)
 	}
 	if typ != '5' && cstring(r.blk[157:257]) != "" {
-		return nil, r.fail(name, hoff, false, "regular file carries a link name")
+		return r.fail(name, hoff, false, "regular file carries a link name")
 	}
+	return nil
+}
+
+// fields parses the entry's size (octal, at most MaxSize; base-256 is a
+// Limit error) and mode, and checks its octal owner fields (base-256
+// owners pass unread).
+func (r *Reader) fields(name string, hoff int64) (size, mode int64, err error) {
 	if r.blk[124]&0x80 != 0 {
-		return nil, r.fail(name, hoff, true, "base-256 size field is unsupported: entries are limited to 8 GiB - 1 bytes")
+		return 0, 0, r.fail(name, hoff, true, "base-256 size field is unsupported: entries are limited to 8 GiB - 1 bytes")
 	}
-	size, err := parseOctal(r.blk[124:136])
+	size, err = parseOctal(r.blk[124:136])
 	if err != nil {
-		return nil, r.fail(name, hoff, false, "size field: %v", err)
+		return 0, 0, r.fail(name, hoff, false, "size field: %v", err)
 	}
 	if size > MaxSize {
-		return nil, r.fail(name, hoff, true, "size %d bytes exceeds the limit of 8 GiB - 1", size)
+		return 0, 0, r.fail(name, hoff, true, "size %d bytes exceeds the limit of 8 GiB - 1", size)
 	}
-	mode, err := parseOctal(r.blk[100:108])
+	mode, err = parseOctal(r.blk[100:108])
 	if err != nil {
-		return nil, r.fail(name, hoff, false, "mode field: %v", err)
+		return 0, 0, r.fail(name, hoff, false, "mode field: %v", err)
 	}
 	for _, f := range [][2]int{{108, 116}, {116, 124}} {
 		if r.blk[f[0]]&0x80 == 0 {
 			if _, err := parseOctal(r.blk[f[0]:f[1]]); err != nil {
-				return nil, r.fail(name, hoff, false, "owner field: %v", err)
+				return 0, 0, r.fail(name, hoff, false, "owner field: %v", err)
 			}
 		}
 	}
-	dir := typ == '5'
+	return size, mode, nil
+}
+
+// entryName returns name without the trailing '/' only a directory may
+// have, once a directory declares no body and the name is canonical.
+func (r *Reader) entryName(name string, hoff int64, dir bool, size int64) (string, error) {
 	if strings.HasSuffix(name, "/") {
 		if !dir {
-			return nil, r.fail(name, hoff, false, "a regular file name ends with '/'")
+			return "", r.fail(name, hoff, false, "a regular file name ends with '/'")
 		}
 		name = name[:len(name)-1]
 	}
 	if dir && size != 0 {
-		return nil, r.fail(name, hoff, false, "directory declares a %d-byte body", size)
+		return "", r.fail(name, hoff, false, "directory declares a %d-byte body", size)
 	}
 	if err := checkName(name); err != nil {
-		return nil, r.fail(name, hoff, false, "%v", err)
+		return "", r.fail(name, hoff, false, "%v", err)
 	}
-	return &Header{Name: name, Dir: dir, Mode: fs.FileMode(mode) & fs.ModePerm, Size: size, Offset: hoff}, nil
+	return name, nil
 }
 
 // blockName is a header block's name: the ustar prefix joined with the name
@@ -464,34 +515,44 @@ func parsePAX(b []byte) (map[string]string, error) {
 		if _, dup := recs[key]; dup {
 			return nil, fmt.Errorf("PAX record %q repeated", key)
 		}
-		switch {
-		case key == "path", key == "uname", key == "gname", key == "comment", key == "charset", key == "hdrcharset":
-			if strings.IndexByte(val, 0) >= 0 {
-				return nil, fmt.Errorf("PAX record %q contains NUL", key)
-			}
-		case key == "size", key == "uid", key == "gid":
-			if _, err := strconv.ParseUint(val, 10, 63); err != nil {
-				return nil, fmt.Errorf("PAX record %q=%q is not a decimal integer", key, val)
-			}
-		case key == "mtime", key == "atime", key == "ctime":
-			if _, err := strconv.ParseFloat(val, 64); err != nil {
-				return nil, fmt.Errorf("PAX record %q=%q is not a time", key, val)
-			}
-		case key == "linkpath":
-			if val != "" {
-				return nil, errors.New("PAX linkpath rejected: links are never transferred")
-			}
-		case strings.HasPrefix(key, "GNU.sparse."):
-			return nil, fmt.Errorf("PAX record %q rejected: GNU sparse entries are unsupported", key)
-		case strings.HasPrefix(key, "SCHILY.xattr."), strings.HasPrefix(key, "LIBARCHIVE.xattr."):
-			// Extended attributes are not transferred.
-		default:
-			return nil, fmt.Errorf("PAX record %q is unsupported", key)
+		if err := checkPAXRecord(key, val); err != nil {
+			return nil, err
 		}
 		recs[key] = val
 		b = b[n:]
 	}
 	return recs, nil
+}
+
+// checkPAXRecord accepts a PAX record the reader supports: a path or
+// text without NUL, a decimal size or owner, a time, an empty linkpath,
+// extended attributes (not transferred); anything else is rejected.
+func checkPAXRecord(key, val string) error {
+	switch {
+	case key == "path", key == "uname", key == "gname", key == "comment", key == "charset", key == "hdrcharset":
+		if strings.IndexByte(val, 0) >= 0 {
+			return fmt.Errorf("PAX record %q contains NUL", key)
+		}
+	case key == "size", key == "uid", key == "gid":
+		if _, err := strconv.ParseUint(val, 10, 63); err != nil {
+			return fmt.Errorf("PAX record %q=%q is not a decimal integer", key, val)
+		}
+	case key == "mtime", key == "atime", key == "ctime":
+		if _, err := strconv.ParseFloat(val, 64); err != nil {
+			return fmt.Errorf("PAX record %q=%q is not a time", key, val)
+		}
+	case key == "linkpath":
+		if val != "" {
+			return errors.New("PAX linkpath rejected: links are never transferred")
+		}
+	case strings.HasPrefix(key, "GNU.sparse."):
+		return fmt.Errorf("PAX record %q rejected: GNU sparse entries are unsupported", key)
+	case strings.HasPrefix(key, "SCHILY.xattr."), strings.HasPrefix(key, "LIBARCHIVE.xattr."):
+		// Extended attributes are not transferred.
+	default:
+		return fmt.Errorf("PAX record %q is unsupported", key)
+	}
+	return nil
 }
 
 // checkBlock verifies the header checksum and the ustar magic.
