@@ -125,169 +125,250 @@ var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 //
 // Errors are *ArchiveError naming file and the problem.
 func ReadArchive(file string) (ArchiveImage, error) {
-	fail := func(p ArchiveProblem, err error, format string, args ...any) (ArchiveImage, error) {
-		return ArchiveImage{}, &ArchiveError{File: file, Problem: p, Detail: fmt.Sprintf(format, args...), Err: err}
+	c := &archiveCheck{file: file, small: map[string][]byte{}, layers: map[string][]byte{}, dirs: map[string]bool{}, seen: map[string]bool{}}
+	// The steps, in order: the file's bytes, its members, manifest.json,
+	// the config, the platform the config declares, the layer's files.
+	for _, step := range []func() error{c.readFile, c.readMembers, c.checkManifest, c.checkConfig, c.checkPlatform, c.checkRootFS} {
+		if err := step(); err != nil {
+			return ArchiveImage{}, err
+		}
 	}
-	f, err := os.Open(file)
+	fileSum := sha256.Sum256(c.data)
+	return ArchiveImage{
+		File: file, SHA256: hex.EncodeToString(fileSum[:]), Size: int64(len(c.data)), data: c.data,
+		ID: "sha256:" + c.configHex, OS: c.cfg.OS, Architecture: c.cfg.Architecture, DiffIDs: c.cfg.RootFS.DiffIDs,
+	}, nil
+}
+
+// archiveCheck is the state of one ReadArchive as its steps fill it.
+type archiveCheck struct {
+	file string
+	data []byte
+	// The members kept: manifest.json and <hex>.json (small), <hex>/layer.tar
+	// (layers), <hex>/ (dirs); seen holds every name read.
+	small  map[string][]byte
+	layers map[string][]byte
+	dirs   map[string]bool
+	seen   map[string]bool
+	// image is manifest.json's one image; config and layer its config's and
+	// layer's bytes, configHex the ID the config's name declares.
+	image     archiveManifest
+	configHex string
+	config    []byte
+	layer     []byte
+	cfg       readConfig
+}
+
+// archiveManifest is one image of a docker-archive's manifest.json.
+type archiveManifest struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+// readConfig is what ReadArchive reads of an image config: the fields
+// it checks (archiveConfig is what WriteArchive writes).
+type readConfig struct {
+	Architecture string `json:"architecture"`
+	OS           string `json:"os"`
+	Config       struct {
+		Env     []string            `json:"Env"`
+		Cmd     []string            `json:"Cmd"`
+		Volumes map[string]struct{} `json:"Volumes"`
+	} `json:"config"`
+	RootFS struct {
+		Type    string   `json:"type"`
+		DiffIDs []string `json:"diff_ids"`
+	} `json:"rootfs"`
+}
+
+// fail is the *ArchiveError of problem p.
+func (c *archiveCheck) fail(p ArchiveProblem, err error, format string, args ...any) error {
+	return archiveError(c.file, p, err, format, args...)
+}
+
+// readFile reads the whole file, a regular file of at most
+// MaxArchiveBytes, once: it is checked in memory and Load sends these
+// very bytes, so a file swapped after the check never reaches the Engine.
+func (c *archiveCheck) readFile() error {
+	f, err := os.Open(c.file)
 	if err != nil {
-		return fail(ArchiveUnreadable, err, "")
+		return c.fail(ArchiveUnreadable, err, "")
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return fail(ArchiveUnreadable, err, "")
+		return c.fail(ArchiveUnreadable, err, "")
 	}
 	if !info.Mode().IsRegular() {
-		return fail(ArchiveUnreadable, nil, "not a regular file (%s)", info.Mode().Type())
+		return c.fail(ArchiveUnreadable, nil, "not a regular file (%s)", info.Mode().Type())
 	}
 	if info.Size() > MaxArchiveBytes {
-		return fail(ArchiveUnreadable, nil, "%d bytes, more than the %d a guest image archive may have", info.Size(), MaxArchiveBytes)
+		return c.fail(ArchiveUnreadable, nil, "%d bytes, more than the %d a guest image archive may have", info.Size(), MaxArchiveBytes)
 	}
-	// The whole file is read once and checked in memory; Load sends these
-	// very bytes, so a file swapped after the check never reaches the
-	// Engine.
 	data, err := io.ReadAll(io.LimitReader(f, MaxArchiveBytes+1))
 	if err != nil {
-		return fail(ArchiveUnreadable, err, "")
+		return c.fail(ArchiveUnreadable, err, "")
 	}
 	if len(data) > MaxArchiveBytes {
-		return fail(ArchiveUnreadable, nil, "more than the %d bytes a guest image archive may have", MaxArchiveBytes)
+		return c.fail(ArchiveUnreadable, nil, "more than the %d bytes a guest image archive may have", MaxArchiveBytes)
 	}
-	fileSum := sha256.Sum256(data)
-	tr := tar.NewReader(bytes.NewReader(data))
-	small := map[string][]byte{}  // manifest.json and <hex>.json
-	layers := map[string][]byte{} // <hex>/layer.tar
-	dirs := map[string]bool{}     // <hex>/
-	seen := map[string]bool{}
+	c.data = data
+	return nil
+}
+
+// readMembers reads every tar member (member).
+func (c *archiveCheck) readMembers() error {
+	tr := tar.NewReader(bytes.NewReader(c.data))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			return fail(ArchiveNotTar, err, "")
+			return c.fail(ArchiveNotTar, err, "")
 		}
-		name := h.Name
-		// A sparse entry's logical size is not bounded by the bytes it
-		// occupies, so a tiny archive could claim gigabytes: refused, as
-		// is any entry larger than the archive itself.
-		if sparseEntry(h) {
-			return fail(ArchiveLayout, nil, "entry %q is a sparse file", name)
-		}
-		if h.Size > int64(len(data)) {
-			return fail(ArchiveNotTar, nil, "entry %q claims %d bytes, more than the archive's %d", name, h.Size, len(data))
-		}
-		if seen[name] {
-			return fail(ArchiveLayout, nil, "entry %q appears twice", name)
-		}
-		seen[name] = true
-		if name == "" || path.IsAbs(name) || strings.Contains(name, "\\") || slices.Contains(strings.Split(strings.TrimSuffix(name, "/"), "/"), "..") {
-			return fail(ArchiveLayout, nil, "entry name %q is not a plain relative path", name)
-		}
-		switch {
-		case h.Typeflag == tar.TypeDir && hex64.MatchString(strings.TrimSuffix(name, "/")):
-			dirs[strings.TrimSuffix(name, "/")] = true
-		case h.Typeflag == tar.TypeReg && (name == "manifest.json" || strings.HasSuffix(name, ".json") && hex64.MatchString(strings.TrimSuffix(name, ".json"))):
-			if h.Size > maxArchiveMember {
-				return fail(ArchiveLayout, nil, "%s is %d bytes, more than %d", name, h.Size, maxArchiveMember)
-			}
-			body, err := io.ReadAll(io.LimitReader(tr, h.Size))
-			if err != nil {
-				return fail(ArchiveNotTar, err, "reading %s", name)
-			}
-			small[name] = body
-		case h.Typeflag == tar.TypeReg && path.Base(name) == "layer.tar" && hex64.MatchString(path.Dir(name)):
-			body, err := io.ReadAll(io.LimitReader(tr, h.Size))
-			if err != nil {
-				return fail(ArchiveNotTar, err, "reading %s", name)
-			}
-			layers[name] = body
-		default:
-			return fail(ArchiveLayout, nil, "unexpected entry %q (tar type %q)", name, h.Typeflag)
+		if err := c.member(tr, h); err != nil {
+			return err
 		}
 	}
+}
 
-	mj, ok := small["manifest.json"]
+// member checks member h is bounded, met once and plainly named, then
+// keeps it (keep).
+func (c *archiveCheck) member(tr *tar.Reader, h *tar.Header) error {
+	name := h.Name
+	// A sparse entry's logical size is not bounded by the bytes it
+	// occupies, so a tiny archive could claim gigabytes: refused, as is
+	// any entry larger than the archive itself.
+	if sparseEntry(h) {
+		return c.fail(ArchiveLayout, nil, "entry %q is a sparse file", name)
+	}
+	if h.Size > int64(len(c.data)) {
+		return c.fail(ArchiveNotTar, nil, "entry %q claims %d bytes, more than the archive's %d", name, h.Size, len(c.data))
+	}
+	if c.seen[name] {
+		return c.fail(ArchiveLayout, nil, "entry %q appears twice", name)
+	}
+	c.seen[name] = true
+	if name == "" || path.IsAbs(name) || strings.Contains(name, "\\") || slices.Contains(strings.Split(strings.TrimSuffix(name, "/"), "/"), "..") {
+		return c.fail(ArchiveLayout, nil, "entry name %q is not a plain relative path", name)
+	}
+	return c.keep(tr, h)
+}
+
+// keep files member h as a layer directory, a small JSON member (at most
+// maxArchiveMember bytes) or a layer; any other member is refused.
+func (c *archiveCheck) keep(tr *tar.Reader, h *tar.Header) error {
+	name := h.Name
+	switch {
+	case h.Typeflag == tar.TypeDir && hex64.MatchString(strings.TrimSuffix(name, "/")):
+		c.dirs[strings.TrimSuffix(name, "/")] = true
+	case h.Typeflag == tar.TypeReg && (name == "manifest.json" || strings.HasSuffix(name, ".json") && hex64.MatchString(strings.TrimSuffix(name, ".json"))):
+		if h.Size > maxArchiveMember {
+			return c.fail(ArchiveLayout, nil, "%s is %d bytes, more than %d", name, h.Size, maxArchiveMember)
+		}
+		body, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		if err != nil {
+			return c.fail(ArchiveNotTar, err, "reading %s", name)
+		}
+		c.small[name] = body
+	case h.Typeflag == tar.TypeReg && path.Base(name) == "layer.tar" && hex64.MatchString(path.Dir(name)):
+		body, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		if err != nil {
+			return c.fail(ArchiveNotTar, err, "reading %s", name)
+		}
+		c.layers[name] = body
+	default:
+		return c.fail(ArchiveLayout, nil, "unexpected entry %q (tar type %q)", name, h.Typeflag)
+	}
+	return nil
+}
+
+// checkManifest parses manifest.json: one untagged image of one layer,
+// whose config and layer are members, and no member beyond them.
+func (c *archiveCheck) checkManifest() error {
+	mj, ok := c.small["manifest.json"]
 	if !ok {
-		return fail(ArchiveLayout, nil, "no manifest.json")
+		return c.fail(ArchiveLayout, nil, "no manifest.json")
 	}
-	var manifest []struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}
+	var manifest []archiveManifest
 	dec := json.NewDecoder(bytes.NewReader(mj))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&manifest); err != nil {
-		return fail(ArchiveLayout, err, "manifest.json")
+		return c.fail(ArchiveLayout, err, "manifest.json")
 	}
 	if len(manifest) != 1 {
-		return fail(ArchiveLayout, nil, "manifest.json has %d images, want 1", len(manifest))
+		return c.fail(ArchiveLayout, nil, "manifest.json has %d images, want 1", len(manifest))
 	}
 	m := manifest[0]
+	c.image = m
 	if len(m.RepoTags) != 0 {
 		// A tag would move a name on the Engine; the guest image is untagged.
-		return fail(ArchiveLayout, nil, "manifest.json tags the image %q; a guest image is untagged", m.RepoTags)
+		return c.fail(ArchiveLayout, nil, "manifest.json tags the image %q; a guest image is untagged", m.RepoTags)
 	}
 	if len(m.Layers) != 1 {
-		return fail(ArchiveLayout, nil, "manifest.json has %d layers, want 1", len(m.Layers))
+		return c.fail(ArchiveLayout, nil, "manifest.json has %d layers, want 1", len(m.Layers))
 	}
-	configHex := strings.TrimSuffix(m.Config, ".json")
-	config, ok := small[m.Config]
-	if !ok || !hex64.MatchString(configHex) {
-		return fail(ArchiveLayout, nil, "manifest.json config %q is not an entry <64 hex>.json", m.Config)
+	c.configHex = strings.TrimSuffix(m.Config, ".json")
+	c.config, ok = c.small[m.Config]
+	if !ok || !hex64.MatchString(c.configHex) {
+		return c.fail(ArchiveLayout, nil, "manifest.json config %q is not an entry <64 hex>.json", m.Config)
 	}
-	layer, ok := layers[m.Layers[0]]
+	c.layer, ok = c.layers[m.Layers[0]]
 	if !ok {
-		return fail(ArchiveLayout, nil, "manifest.json layer %q is not an entry", m.Layers[0])
+		return c.fail(ArchiveLayout, nil, "manifest.json layer %q is not an entry", m.Layers[0])
 	}
-	if len(small) != 2 || len(layers) != 1 || len(dirs) > 1 || len(dirs) == 1 && !dirs[path.Dir(m.Layers[0])] {
-		return fail(ArchiveLayout, nil, "entries beyond manifest.json, %s and %s", m.Config, m.Layers[0])
+	if len(c.small) != 2 || len(c.layers) != 1 || len(c.dirs) > 1 || len(c.dirs) == 1 && !c.dirs[path.Dir(m.Layers[0])] {
+		return c.fail(ArchiveLayout, nil, "entries beyond manifest.json, %s and %s", m.Config, m.Layers[0])
 	}
-	if got := digest(config); got != configHex {
-		return fail(ArchiveDigest, nil, "config %s has SHA-256 %s", m.Config, got)
+	return nil
+}
+
+// checkConfig checks the config's SHA-256 is the ID its name declares,
+// parses it, and checks its one diff ID is the layer's SHA-256.
+func (c *archiveCheck) checkConfig() error {
+	m := c.image
+	if got := digest(c.config); got != c.configHex {
+		return c.fail(ArchiveDigest, nil, "config %s has SHA-256 %s", m.Config, got)
 	}
-	var cfg struct {
-		Architecture string `json:"architecture"`
-		OS           string `json:"os"`
-		Config       struct {
-			Env     []string            `json:"Env"`
-			Cmd     []string            `json:"Cmd"`
-			Volumes map[string]struct{} `json:"Volumes"`
-		} `json:"config"`
-		RootFS struct {
-			Type    string   `json:"type"`
-			DiffIDs []string `json:"diff_ids"`
-		} `json:"rootfs"`
+	if err := json.Unmarshal(c.config, &c.cfg); err != nil {
+		return c.fail(ArchiveLayout, err, "config %s", m.Config)
 	}
-	if err := json.Unmarshal(config, &cfg); err != nil {
-		return fail(ArchiveLayout, err, "config %s", m.Config)
+	if c.cfg.RootFS.Type != "layers" || len(c.cfg.RootFS.DiffIDs) != 1 {
+		return c.fail(ArchiveLayout, nil, "config rootfs is %q with %d diff IDs, want layers with 1", c.cfg.RootFS.Type, len(c.cfg.RootFS.DiffIDs))
 	}
-	if cfg.RootFS.Type != "layers" || len(cfg.RootFS.DiffIDs) != 1 {
-		return fail(ArchiveLayout, nil, "config rootfs is %q with %d diff IDs, want layers with 1", cfg.RootFS.Type, len(cfg.RootFS.DiffIDs))
+	if want := "sha256:" + digest(c.layer); c.cfg.RootFS.DiffIDs[0] != want {
+		return c.fail(ArchiveDigest, nil, "layer %s has SHA-256 %s, config diff ID %s", m.Layers[0], want, c.cfg.RootFS.DiffIDs[0])
 	}
-	if want := "sha256:" + digest(layer); cfg.RootFS.DiffIDs[0] != want {
-		return fail(ArchiveDigest, nil, "layer %s has SHA-256 %s, config diff ID %s", m.Layers[0], want, cfg.RootFS.DiffIDs[0])
-	}
+	return nil
+}
+
+// checkPlatform checks the config is the guest's: linux/amd64 or
+// linux/arm64, Env, Cmd and no Volumes.
+func (c *archiveCheck) checkPlatform() error {
+	cfg := &c.cfg
 	if cfg.OS != "linux" || cfg.Architecture != "amd64" && cfg.Architecture != "arm64" {
-		return fail(ArchivePlatform, nil, "image is %s/%s, want linux/amd64 or linux/arm64", cfg.OS, cfg.Architecture)
+		return c.fail(ArchivePlatform, nil, "image is %s/%s, want linux/amd64 or linux/arm64", cfg.OS, cfg.Architecture)
 	}
 	if want := []string{"PATH=" + Path}; !slices.Equal(cfg.Config.Env, want) {
-		return fail(ArchivePlatform, nil, "config Env %q, want %q", cfg.Config.Env, want)
+		return c.fail(ArchivePlatform, nil, "config Env %q, want %q", cfg.Config.Env, want)
 	}
 	if want := []string{"/bin/sh"}; !slices.Equal(cfg.Config.Cmd, want) {
-		return fail(ArchivePlatform, nil, "config Cmd %q, want %q", cfg.Config.Cmd, want)
+		return c.fail(ArchivePlatform, nil, "config Cmd %q, want %q", cfg.Config.Cmd, want)
 	}
 	if len(cfg.Config.Volumes) != 0 {
-		return fail(ArchivePlatform, nil, "config declares volumes %v", cfg.Config.Volumes)
+		return c.fail(ArchivePlatform, nil, "config declares volumes %v", cfg.Config.Volumes)
 	}
-	if err := checkLayer(layer, cfg.Architecture); err != nil {
-		return fail(ArchiveLayout, nil, "layer %s is not the guest root filesystem: %v", m.Layers[0], err)
+	return nil
+}
+
+// checkRootFS checks the layer is the guest root filesystem (checkLayer).
+func (c *archiveCheck) checkRootFS() error {
+	if err := checkLayer(c.layer, c.cfg.Architecture); err != nil {
+		return c.fail(ArchiveLayout, nil, "layer %s is not the guest root filesystem: %v", c.image.Layers[0], err)
 	}
-	return ArchiveImage{
-		File: file, SHA256: hex.EncodeToString(fileSum[:]), Size: int64(len(data)), data: data,
-		ID: "sha256:" + configHex, OS: cfg.OS, Architecture: cfg.Architecture, DiffIDs: cfg.RootFS.DiffIDs,
-	}, nil
+	return nil
 }
 
 // checkLayer reports whether layer is byte for byte the root filesystem
@@ -389,11 +470,8 @@ func sparseEntry(h *tar.Header) bool {
 // reported loaded that it did not hold before is removed again by its ID. Errors are *ArchiveError naming a.File, or the
 // Engine's error.
 func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) (Loaded, error) {
-	fail := func(p ArchiveProblem, err error, format string, args ...any) error {
-		return &ArchiveError{File: a.File, Problem: p, Detail: fmt.Sprintf(format, args...), Err: err}
-	}
 	if a.Architecture != arch {
-		return Loaded{}, fail(ArchivePlatform, nil, "image is linux/%s, the profile requires linux/%s", a.Architecture, arch)
+		return Loaded{}, archiveError(a.File, ArchivePlatform, nil, "image is linux/%s, the profile requires linux/%s", a.Architecture, arch)
 	}
 	if _, err := cli.ImageInspect(ctx, a.ID); err == nil {
 		if err := checkLoaded(ctx, cli, a.ID, a, arch); err != nil {
@@ -412,11 +490,18 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 		before[s.ID] = true
 	}
 	if a.data == nil {
-		return Loaded{}, fail(ArchiveUnreadable, nil, "not read by ReadArchive: no checked bytes to load")
+		return Loaded{}, archiveError(a.File, ArchiveUnreadable, nil, "not read by ReadArchive: no checked bytes to load")
 	}
+	return loadNew(ctx, cli, a, arch, before)
+}
+
+// loadNew loads a's bytes on an Engine that held the images before, and
+// checks what it loaded (checkLoad). A failed check removes every image
+// the Engine reported loaded that it did not hold before.
+func loadNew(ctx context.Context, cli *client.Client, a ArchiveImage, arch string, before map[string]bool) (Loaded, error) {
 	resp, err := cli.ImageLoad(ctx, bytes.NewReader(a.data), client.ImageLoadWithQuiet(true))
 	if err != nil {
-		return Loaded{}, fail(ArchiveEngine, err, "")
+		return Loaded{}, archiveError(a.File, ArchiveEngine, err, "")
 	}
 	ids, msgErr := loadedIDs(resp)
 	resp.Close()
@@ -431,36 +516,52 @@ func Load(ctx context.Context, cli *client.Client, a ArchiveImage, arch string) 
 		}
 	}
 	created := id != "" && slices.Contains(createdIDs, id)
-	// From here on a failed check removes every image this call created.
-	reject := func(err error) (Loaded, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-		defer cancel()
-		for _, c := range createdIDs {
-			if rmErr := Remove(rctx, cli, c); rmErr != nil {
-				err = errors.Join(err, fmt.Errorf("removing the rejected image %s: %w", c, rmErr))
-			}
-		}
-		return Loaded{}, err
+	if err := checkLoad(ctx, cli, a, arch, ids, msgErr); err != nil {
+		return Loaded{}, removeRejected(ctx, cli, createdIDs, err)
 	}
+	return Loaded{ID: id, Archive: a, Created: created}, nil
+}
+
+// checkLoad checks what POST /images/load reported (image IDs ids, error
+// message msgErr): no error, exactly one image, with a.ID unless the
+// Engine uses the containerd image store, and that image read back
+// (checkLoaded).
+func checkLoad(ctx context.Context, cli *client.Client, a ArchiveImage, arch string, ids []string, msgErr error) error {
 	if msgErr != nil {
-		return reject(fail(ArchiveEngine, msgErr, ""))
+		return archiveError(a.File, ArchiveEngine, msgErr, "")
 	}
 	if len(ids) != 1 {
-		return reject(fail(ArchiveEngine, nil, "the Engine reported %d loaded image IDs %q, want 1", len(ids), ids))
+		return archiveError(a.File, ArchiveEngine, nil, "the Engine reported %d loaded image IDs %q, want 1", len(ids), ids)
 	}
+	id := ids[0]
 	if id != a.ID {
 		store, err := containerdStore(ctx, cli)
 		if err != nil {
-			return reject(fmt.Errorf("guest: engine info: %w", err))
+			return fmt.Errorf("guest: engine info: %w", err)
 		}
 		if !store {
-			return reject(fail(ArchiveIDMismatch, nil, "the Engine loaded it as %s, the archive declares %s", id, a.ID))
+			return archiveError(a.File, ArchiveIDMismatch, nil, "the Engine loaded it as %s, the archive declares %s", id, a.ID)
 		}
 	}
-	if err := checkLoaded(ctx, cli, id, a, arch); err != nil {
-		return reject(err)
+	return checkLoaded(ctx, cli, id, a, arch)
+}
+
+// removeRejected removes the images created, by ID, after a failed check
+// err, and returns err with any removal's failure.
+func removeRejected(ctx context.Context, cli *client.Client, created []string, err error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	for _, c := range created {
+		if rmErr := Remove(rctx, cli, c); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the rejected image %s: %w", c, rmErr))
+		}
 	}
-	return Loaded{ID: id, Archive: a, Created: created}, nil
+	return err
+}
+
+// archiveError is the *ArchiveError of problem p with the archive file.
+func archiveError(file string, p ArchiveProblem, err error, format string, args ...any) error {
+	return &ArchiveError{File: file, Problem: p, Detail: fmt.Sprintf(format, args...), Err: err}
 }
 
 // loadedIDs reads the JSON message stream of POST /images/load and returns
