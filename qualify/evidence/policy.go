@@ -104,166 +104,282 @@ type LoadedPolicy struct {
 // and a maxReportAge that is not negative. Errors name the file and the
 // field.
 func LoadPolicy(path string, v manifest.Validator) (*LoadedPolicy, error) {
-	fail := func(format string, args ...any) (*LoadedPolicy, error) {
-		return nil, fmt.Errorf("gate policy %s: %s", path, fmt.Sprintf(format, args...))
+	l := &policyLoad{path: path, base: filepath.Dir(path), v: v, seen: map[string]bool{}, signable: map[string]bool{}}
+	// The steps, in order: the file and its schema, the fields every
+	// policy needs, the catalogue pins and floors, then the rows with
+	// their pinned manifests, the trust entries, and a signer for each row.
+	for _, step := range []func() error{l.read, l.decode, l.checkRequired, l.checkCatalogues, l.checkFloors, l.start, l.loadRows, l.loadTrust, l.checkSignable} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
-	data, err := readRegular(path, MaxPolicyBytes)
+	return l.lp, nil
+}
+
+// policyLoad is the state of one LoadPolicy as its steps fill it.
+type policyLoad struct {
+	path, base string
+	v          manifest.Validator
+	data       []byte
+	p          Policy
+	lp         *LoadedPolicy
+	// seen holds the row names read so far; signable those some trust
+	// entry may sign for.
+	seen, signable map[string]bool
+}
+
+// fail is the error of a policy problem, naming the file.
+func (l *policyLoad) fail(format string, args ...any) error {
+	return fmt.Errorf("gate policy %s: %s", l.path, fmt.Sprintf(format, args...))
+}
+
+// read reads the policy file, a regular file of at most MaxPolicyBytes.
+func (l *policyLoad) read() error {
+	data, err := readRegular(l.path, MaxPolicyBytes)
 	if err != nil {
-		return fail("%v", err)
+		return l.fail("%v", err)
 	}
-	// The schema first, so that an older layout is named as such rather
-	// than as its first unknown field.
+	l.data = data
+	return nil
+}
+
+// decode reads the schema first, so that an older layout is named as
+// such rather than as its first unknown field, then the one document
+// strictly.
+func (l *policyLoad) decode() error {
 	var head struct {
 		Schema string `yaml:"schema"`
 	}
-	if err := yaml.Unmarshal(data, &head); err != nil {
-		return fail("%v", err)
+	if err := yaml.Unmarshal(l.data, &head); err != nil {
+		return l.fail("%v", err)
 	}
 	switch head.Schema {
 	case PolicySchema:
 	case "qualbox.gate-policy.v1":
-		return fail("schema %q is no longer accepted: %s replaces keys with trust entries (key, rows, notBefore, notAfter), the catalogue minimum with exact harness pins (module, catalogues, cleanRevision) and the top-level scenarios with each row's scenarios (docs/qualification.md#gate)", head.Schema, PolicySchema)
+		return l.fail("schema %q is no longer accepted: %s replaces keys with trust entries (key, rows, notBefore, notAfter), the catalogue minimum with exact harness pins (module, catalogues, cleanRevision) and the top-level scenarios with each row's scenarios (docs/qualification.md#gate)", head.Schema, PolicySchema)
 	default:
-		return fail("schema %q: want %q", head.Schema, PolicySchema)
+		return l.fail("schema %q: want %q", head.Schema, PolicySchema)
 	}
-	var p Policy
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec := yaml.NewDecoder(bytes.NewReader(l.data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&p); err != nil {
-		return fail("%v", err)
+	if err := dec.Decode(&l.p); err != nil {
+		return l.fail("%v", err)
 	}
 	var extra any
 	if err := dec.Decode(&extra); err == nil {
-		return fail("more than one YAML document")
+		return l.fail("more than one YAML document")
 	}
+	return nil
+}
+
+// checkRequired checks the fields every policy needs.
+func (l *policyLoad) checkRequired() error {
+	p := &l.p
 	switch {
 	case len(p.Trust) == 0:
-		return fail("trust: at least one trusted key entry is required")
+		return l.fail("trust: at least one trusted key entry is required")
 	case p.Harness.Module == "":
-		return fail("harness.module is required (the main module path, e.g. github.com/qualbox/qualbox)")
+		return l.fail("harness.module is required (the main module path, e.g. github.com/qualbox/qualbox)")
 	case len(p.Harness.Catalogues) == 0:
-		return fail("harness.catalogues: at least one accepted (version, sha256) pair is required")
+		return l.fail("harness.catalogues: at least one accepted (version, sha256) pair is required")
 	case p.Harness.CleanRevision == nil:
-		return fail("harness.cleanRevision is required (true or false)")
+		return l.fail("harness.cleanRevision is required (true or false)")
 	case len(p.Rows) == 0:
-		return fail("rows: at least one required row is needed")
+		return l.fail("rows: at least one required row is needed")
 	case p.MaxReportAge < 0:
-		return fail("maxReportAge %s: want a positive duration, or none", p.MaxReportAge)
+		return l.fail("maxReportAge %s: want a positive duration, or none", p.MaxReportAge)
 	}
-	for i, c := range p.Harness.Catalogues {
+	return nil
+}
+
+// checkCatalogues checks each catalogue pin: a version, a digest, once.
+func (l *policyLoad) checkCatalogues() error {
+	cs := l.p.Harness.Catalogues
+	for i, c := range cs {
 		switch {
 		case c.Version < 1:
-			return fail("harness.catalogues[%d].version: want >= 1, got %d", i, c.Version)
+			return l.fail("harness.catalogues[%d].version: want >= 1, got %d", i, c.Version)
 		case !isHex64(c.SHA256):
-			return fail("harness.catalogues[%d].sha256 %q: want 64 lowercase hex digits", i, c.SHA256)
-		case slices.Contains(p.Harness.Catalogues[:i], c):
-			return fail("harness.catalogues[%d] (%s) is listed twice", i, c)
+			return l.fail("harness.catalogues[%d].sha256 %q: want 64 lowercase hex digits", i, c.SHA256)
+		case slices.Contains(cs[:i], c):
+			return l.fail("harness.catalogues[%d] (%s) is listed twice", i, c)
 		}
 	}
-	for i, f := range p.Floors {
+	return nil
+}
+
+// checkFloors checks each floor, at most one per component.
+func (l *policyLoad) checkFloors() error {
+	floors := l.p.Floors
+	for i, f := range floors {
 		if why := f.validate(); why != "" {
-			return fail("floors[%d]: %s", i, why)
+			return l.fail("floors[%d]: %s", i, why)
 		}
-		if slices.ContainsFunc(p.Floors[:i], func(o Floor) bool { return o.Component == f.Component }) {
-			return fail("floors[%d]: component %q has a floor already; give its accepted builds in one entry", i, f.Component)
+		if slices.ContainsFunc(floors[:i], func(o Floor) bool { return o.Component == f.Component }) {
+			return l.fail("floors[%d]: component %q has a floor already; give its accepted builds in one entry", i, f.Component)
 		}
 	}
-	base := filepath.Dir(path)
-	sum := sha256.Sum256(data)
-	lp := &LoadedPolicy{Path: path, SHA256: hex.EncodeToString(sum[:]), Requirement: Requirement{Harness: HarnessRequirement{
+	return nil
+}
+
+// start begins the loaded policy: its digest, harness, age and floors.
+func (l *policyLoad) start() error {
+	p := &l.p
+	sum := sha256.Sum256(l.data)
+	l.lp = &LoadedPolicy{Path: l.path, SHA256: hex.EncodeToString(sum[:]), Requirement: Requirement{Harness: HarnessRequirement{
 		Module: p.Harness.Module, Catalogues: p.Harness.Catalogues, CleanRevision: *p.Harness.CleanRevision},
 		MaxReportAge: p.MaxReportAge, Floors: p.Floors}}
+	return nil
+}
+
+// loadRows checks each row (checkRow) and pins its manifests (pinRow).
+func (l *policyLoad) loadRows() error {
 	known := profiles.Names()
-	seen := map[string]bool{}
-	for i, r := range p.Rows {
-		switch {
-		case r.Name == "":
-			return fail("rows[%d].name is required", i)
-		case seen[r.Name]:
-			return fail("rows[%d].name %q is used twice", i, r.Name)
-		case !slices.Contains(known, r.Profile):
-			return fail("rows[%d] (%s).profile %q: want one of %v", i, r.Name, r.Profile, known)
-		case r.Required == nil:
-			return fail("rows[%d] (%s).required is required (true: the row gates the release; false: informational, pending without a report)", i, r.Name)
-		case len(r.Manifests) == 0:
-			return fail("rows[%d] (%s).manifests: at least one pinned manifest is required", i, r.Name)
-		case len(r.Scenarios) == 0:
-			return fail("rows[%d] (%s).scenarios: at least one required scenario is needed", i, r.Name)
+	for i, r := range l.p.Rows {
+		if err := l.checkRow(i, r, known); err != nil {
+			return err
 		}
-		for k, name := range r.Scenarios {
-			switch {
-			case name == "":
-				return fail("rows[%d] (%s).scenarios[%d] is empty", i, r.Name, k)
-			case slices.Contains(r.Scenarios[:k], name):
-				return fail("rows[%d] (%s).scenarios[%d] %q is listed twice", i, r.Name, k, name)
-			}
-		}
-		seen[r.Name] = true
-		row := r.Row
-		row.Informational = !*r.Required
-		for j, m := range r.Manifests {
-			file := relativeTo(base, m)
-			data, err := readRegular(file, MaxPolicyBytes)
-			if err != nil {
-				return fail("rows[%d] (%s).manifests: %v", i, r.Name, err)
-			}
-			parsed, err := manifest.Parse(file, data, v)
-			if err != nil {
-				return fail("rows[%d] (%s).manifests[%d]: %v", i, r.Name, j, err)
-			}
-			row.Manifests = append(row.Manifests, parsed.SHA256)
-			row.Pinned = append(row.Pinned, parsed)
-		}
-		lp.Requirement.Rows = append(lp.Requirement.Rows, row)
-	}
-	signable := map[string]bool{}
-	for i, t := range p.Trust {
-		if t.Key == "" {
-			return fail("trust[%d].key is required", i)
-		}
-		e := TrustEntry{KeyFile: relativeTo(base, t.Key), Rows: t.Rows}
-		key, err := attest.LoadPublicKey(e.KeyFile)
+		l.seen[r.Name] = true
+		row, err := l.pinRow(i, r)
 		if err != nil {
-			return fail("trust[%d].key: %v", i, err)
+			return err
 		}
-		e.Key, e.KeyID = key, attest.KeyID(key)
-		if k := slices.IndexFunc(lp.Trust, func(o TrustEntry) bool { return o.KeyID == e.KeyID }); k >= 0 {
-			return fail("trust[%d].key %s: key ID %s is already trusted by trust[%d]; list all its rows in one entry", i, t.Key, e.KeyID, k)
-		}
-		if len(t.Rows) == 0 {
-			return fail("trust[%d] (%s).rows: at least one row the key may sign for is required", i, t.Key)
-		}
-		for k, name := range t.Rows {
-			switch {
-			case !seen[name]:
-				return fail("trust[%d] (%s).rows[%d] %q is not a row of this policy", i, t.Key, k, name)
-			case slices.Contains(t.Rows[:k], name):
-				return fail("trust[%d] (%s).rows[%d] %q is listed twice", i, t.Key, k, name)
-			}
-			signable[name] = true
-		}
-		for _, f := range []struct {
-			name, value string
-			to          *time.Time
-		}{{"notBefore", t.NotBefore, &e.NotBefore}, {"notAfter", t.NotAfter, &e.NotAfter}} {
-			if f.value == "" {
-				return fail("trust[%d] (%s).%s is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)", i, t.Key, f.name)
-			}
-			if *f.to, err = time.Parse(time.RFC3339, f.value); err != nil {
-				return fail("trust[%d] (%s).%s %q: want an RFC 3339 time, e.g. 2026-12-01T00:00:00Z", i, t.Key, f.name, f.value)
-			}
-		}
-		if !e.NotBefore.Before(e.NotAfter) {
-			return fail("trust[%d] (%s): notBefore %s is not before notAfter %s", i, t.Key, t.NotBefore, t.NotAfter)
-		}
-		lp.Trust = append(lp.Trust, e)
+		l.lp.Requirement.Rows = append(l.lp.Requirement.Rows, row)
 	}
-	for i, r := range p.Rows {
-		if !signable[r.Name] {
-			return fail("rows[%d] (%s): no trust entry may sign for it, so no report can meet it", i, r.Name)
+	return nil
+}
+
+// checkRow checks row i's fields: a unique name, a known profile, an
+// explicit required, manifests, and scenarios each named once.
+func (l *policyLoad) checkRow(i int, r PolicyRow, known []string) error {
+	switch {
+	case r.Name == "":
+		return l.fail("rows[%d].name is required", i)
+	case l.seen[r.Name]:
+		return l.fail("rows[%d].name %q is used twice", i, r.Name)
+	case !slices.Contains(known, r.Profile):
+		return l.fail("rows[%d] (%s).profile %q: want one of %v", i, r.Name, r.Profile, known)
+	case r.Required == nil:
+		return l.fail("rows[%d] (%s).required is required (true: the row gates the release; false: informational, pending without a report)", i, r.Name)
+	case len(r.Manifests) == 0:
+		return l.fail("rows[%d] (%s).manifests: at least one pinned manifest is required", i, r.Name)
+	case len(r.Scenarios) == 0:
+		return l.fail("rows[%d] (%s).scenarios: at least one required scenario is needed", i, r.Name)
+	}
+	for k, name := range r.Scenarios {
+		switch {
+		case name == "":
+			return l.fail("rows[%d] (%s).scenarios[%d] is empty", i, r.Name, k)
+		case slices.Contains(r.Scenarios[:k], name):
+			return l.fail("rows[%d] (%s).scenarios[%d] %q is listed twice", i, r.Name, k, name)
 		}
 	}
-	return lp, nil
+	return nil
+}
+
+// pinRow returns row i with its manifests read, parsed and digested.
+func (l *policyLoad) pinRow(i int, r PolicyRow) (Row, error) {
+	row := r.Row
+	row.Informational = !*r.Required
+	for j, m := range r.Manifests {
+		file := relativeTo(l.base, m)
+		data, err := readRegular(file, MaxPolicyBytes)
+		if err != nil {
+			return Row{}, l.fail("rows[%d] (%s).manifests: %v", i, r.Name, err)
+		}
+		parsed, err := manifest.Parse(file, data, l.v)
+		if err != nil {
+			return Row{}, l.fail("rows[%d] (%s).manifests[%d]: %v", i, r.Name, j, err)
+		}
+		row.Manifests = append(row.Manifests, parsed.SHA256)
+		row.Pinned = append(row.Pinned, parsed)
+	}
+	return row, nil
+}
+
+// loadTrust loads each trust entry (trustEntry).
+func (l *policyLoad) loadTrust() error {
+	for i, t := range l.p.Trust {
+		e, err := l.trustEntry(i, t)
+		if err != nil {
+			return err
+		}
+		l.lp.Trust = append(l.lp.Trust, e)
+	}
+	return nil
+}
+
+// trustEntry loads trust entry i: its key (not trusted by an earlier
+// entry), its rows (trustRows) and its window (trustWindow).
+func (l *policyLoad) trustEntry(i int, t PolicyTrust) (TrustEntry, error) {
+	if t.Key == "" {
+		return TrustEntry{}, l.fail("trust[%d].key is required", i)
+	}
+	e := TrustEntry{KeyFile: relativeTo(l.base, t.Key), Rows: t.Rows}
+	key, err := attest.LoadPublicKey(e.KeyFile)
+	if err != nil {
+		return TrustEntry{}, l.fail("trust[%d].key: %v", i, err)
+	}
+	e.Key, e.KeyID = key, attest.KeyID(key)
+	if k := slices.IndexFunc(l.lp.Trust, func(o TrustEntry) bool { return o.KeyID == e.KeyID }); k >= 0 {
+		return TrustEntry{}, l.fail("trust[%d].key %s: key ID %s is already trusted by trust[%d]; list all its rows in one entry", i, t.Key, e.KeyID, k)
+	}
+	if err := l.trustRows(i, t); err != nil {
+		return TrustEntry{}, err
+	}
+	if err := l.trustWindow(i, t, &e); err != nil {
+		return TrustEntry{}, err
+	}
+	return e, nil
+}
+
+// trustRows checks trust entry i names at least one row, each a row of
+// this policy, once, and marks them signable.
+func (l *policyLoad) trustRows(i int, t PolicyTrust) error {
+	if len(t.Rows) == 0 {
+		return l.fail("trust[%d] (%s).rows: at least one row the key may sign for is required", i, t.Key)
+	}
+	for k, name := range t.Rows {
+		switch {
+		case !l.seen[name]:
+			return l.fail("trust[%d] (%s).rows[%d] %q is not a row of this policy", i, t.Key, k, name)
+		case slices.Contains(t.Rows[:k], name):
+			return l.fail("trust[%d] (%s).rows[%d] %q is listed twice", i, t.Key, k, name)
+		}
+		l.signable[name] = true
+	}
+	return nil
+}
+
+// trustWindow parses trust entry i's notBefore and notAfter (RFC 3339,
+// both required) into e and checks the one comes before the other.
+func (l *policyLoad) trustWindow(i int, t PolicyTrust, e *TrustEntry) error {
+	for _, f := range []struct {
+		name, value string
+		to          *time.Time
+	}{{"notBefore", t.NotBefore, &e.NotBefore}, {"notAfter", t.NotAfter, &e.NotAfter}} {
+		if f.value == "" {
+			return l.fail("trust[%d] (%s).%s is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)", i, t.Key, f.name)
+		}
+		var err error
+		if *f.to, err = time.Parse(time.RFC3339, f.value); err != nil {
+			return l.fail("trust[%d] (%s).%s %q: want an RFC 3339 time, e.g. 2026-12-01T00:00:00Z", i, t.Key, f.name, f.value)
+		}
+	}
+	if !e.NotBefore.Before(e.NotAfter) {
+		return l.fail("trust[%d] (%s): notBefore %s is not before notAfter %s", i, t.Key, t.NotBefore, t.NotAfter)
+	}
+	return nil
+}
+
+// checkSignable checks some trust entry may sign for each row.
+func (l *policyLoad) checkSignable() error {
+	for i, r := range l.p.Rows {
+		if !l.signable[r.Name] {
+			return l.fail("rows[%d] (%s): no trust entry may sign for it, so no report can meet it", i, r.Name)
+		}
+	}
+	return nil
 }
 
 // relativeTo resolves a policy path: absolute as given, else relative to
