@@ -162,34 +162,65 @@ type GateViolation struct {
 
 // violations is Gate's judgement with each violation's columns: a report's
 // own violations concern every column of m that lists it, a row's the
-// column named by the row.
+// column named by the row. The steps: the matrix's own (run verdicts,
+// failed and flaky cells); with a requirement, each report's (report) and
+// the rows no report satisfies (unsatisfied).
 func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation {
-	var out []GateViolation
-	informational := map[string]bool{}
+	v := &violationList{req: req, informational: map[string]bool{}, colsOf: map[string][]string{}}
 	if req != nil {
 		for _, r := range req.Rows {
-			informational[r.Name] = r.Informational
+			v.informational[r.Name] = r.Informational
 		}
 	}
-	add := func(cols []string, format string, args ...any) {
-		blocking := len(cols) == 0
-		for _, c := range cols {
-			blocking = blocking || !informational[c]
-		}
-		out = append(out, GateViolation{Columns: cols, Blocking: blocking, Message: fmt.Sprintf(format, args...)})
-	}
-	colsOf := map[string][]string{}
 	for _, c := range m.Columns {
 		for _, d := range c.Reports {
-			if !slices.Contains(colsOf[d], c.Key) {
-				colsOf[d] = append(colsOf[d], c.Key)
+			if !slices.Contains(v.colsOf[d], c.Key) {
+				v.colsOf[d] = append(v.colsOf[d], c.Key)
 			}
 		}
 	}
+	v.matrix(m)
+	if req == nil {
+		return v.out
+	}
+	v.satisfied, v.matched = make([]int, len(req.Rows)), make([]int, len(req.Rows))
+	for _, rep := range reports {
+		v.report(rep)
+	}
+	v.unsatisfied()
+	return v.out
+}
+
+// violationList is the state of one violations as its steps fill it.
+type violationList struct {
+	req *Requirement
+	out []GateViolation
+	// informational marks the informational rows; colsOf lists the
+	// matrix columns of each report directory.
+	informational map[string]bool
+	colsOf        map[string][]string
+	// satisfied and matched count, by row, the reports with a pinned
+	// manifest and the reports whose tuple matches.
+	satisfied, matched []int
+}
+
+// add appends a violation concerning cols, blocking unless cols are all
+// informational rows (a violation of no column always blocks).
+func (v *violationList) add(cols []string, format string, args ...any) {
+	blocking := len(cols) == 0
+	for _, c := range cols {
+		blocking = blocking || !v.informational[c]
+	}
+	v.out = append(v.out, GateViolation{Columns: cols, Blocking: blocking, Message: fmt.Sprintf(format, args...)})
+}
+
+// matrix adds each column's run verdicts other than passed, then each
+// failed or flaky cell.
+func (v *violationList) matrix(m *Matrix) {
 	for _, c := range m.Columns {
-		for k, v := range c.RunVerdicts {
-			if v.Kind != Passed {
-				add([]string{c.Key}, "%s: report %s: run verdict %s", c.Key, c.Reports[k], v)
+		for k, rv := range c.RunVerdicts {
+			if rv.Kind != Passed {
+				v.add([]string{c.Key}, "%s: report %s: run verdict %s", c.Key, c.Reports[k], rv)
 			}
 		}
 	}
@@ -198,73 +229,83 @@ func violations(m *Matrix, reports []*Signed, req *Requirement) []GateViolation 
 			// A flaky cell (a repeated campaign whose runs disagreed) fails
 			// the gate like a failed one (docs/qualification.md#gate).
 			if k := m.Cells[i][j].Kind; k == Failed || k == Flaky {
-				add([]string{c.Key}, "%s: %s: %s", c.Key, name, m.Cells[i][j])
+				v.add([]string{c.Key}, "%s: %s: %s", c.Key, name, m.Cells[i][j])
 			}
 		}
 	}
-	if req == nil {
-		return out
+}
+
+// report adds rep's violations: its harness, its age, an Engineless run
+// (nothing more is judged of it), its runtime floors, then each row its
+// tuple matches (row), or that it matches none.
+func (v *violationList) report(rep *Signed) {
+	req := v.req
+	cols := v.colsOf[rep.Dir]
+	for _, why := range req.Harness.Check(rep.Predicate.Harness) {
+		v.add(cols, "report %s: %s", rep.Dir, why)
 	}
-	satisfied := make([]int, len(req.Rows))
-	matched := make([]int, len(req.Rows))
-	for _, rep := range reports {
-		cols := colsOf[rep.Dir]
-		for _, why := range req.Harness.Check(rep.Predicate.Harness) {
-			add(cols, "report %s: %s", rep.Dir, why)
-		}
-		if age := time.Since(rep.Run.Timing.End); req.MaxReportAge > 0 && age > req.MaxReportAge {
-			add(cols, "report %s: run ended %s, %s ago, beyond the policy's maxReportAge %s",
-				rep.Dir, rep.Run.Timing.End.UTC().Format(time.RFC3339), age.Round(time.Minute), req.MaxReportAge)
-		}
-		if why := EnginelessProblem(rep); why != "" {
-			add(nil, "report %s: %s", rep.Dir, why)
+	if age := time.Since(rep.Run.Timing.End); req.MaxReportAge > 0 && age > req.MaxReportAge {
+		v.add(cols, "report %s: run ended %s, %s ago, beyond the policy's maxReportAge %s",
+			rep.Dir, rep.Run.Timing.End.UTC().Format(time.RFC3339), age.Round(time.Minute), req.MaxReportAge)
+	}
+	if why := EnginelessProblem(rep); why != "" {
+		v.add(nil, "report %s: %s", rep.Dir, why)
+		return
+	}
+	for _, why := range FloorProblems(rep.Run, req.Floors) {
+		v.add(cols, "report %s: %s", rep.Dir, why)
+	}
+	t := rep.Predicate.Tuple
+	rowsMatched := 0
+	for i, row := range req.Rows {
+		if !row.Matches(t) {
 			continue
 		}
-		for _, why := range FloorProblems(rep.Run, req.Floors) {
-			add(cols, "report %s: %s", rep.Dir, why)
+		v.matched[i]++
+		if rowsMatched++; rowsMatched == 2 {
+			v.add(nil, "report %s: %s", rep.Dir, multipleRowsProblem(t, matchingRows(req.Rows, t)))
 		}
-		t := rep.Predicate.Tuple
-		any := false
-		rowsMatched := 0
-		for i, row := range req.Rows {
-			if !row.Matches(t) {
-				continue
-			}
-			any = true
-			matched[i]++
-			rc := []string{row.Name}
-			if rowsMatched++; rowsMatched == 2 {
-				add(nil, "report %s: %s", rep.Dir, multipleRowsProblem(t, matchingRows(req.Rows, t)))
-			}
-			if k := slices.Index(row.Manifests, t.ManifestSHA256); k >= 0 {
-				satisfied[i]++
-				if k < len(row.Pinned) && row.Pinned[k] != nil {
-					for _, p := range ManifestProblems(rep, row.Pinned[k]) {
-						add(rc, "report %s: %s: %s", rep.Dir, row, p)
-					}
-				}
-			} else {
-				add(rc, "report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", "))
-			}
-			if sel := rep.Run.Selection; sel != nil {
-				// A partial report qualifies nothing for a required row; an
-				// informational row shows it (add judges by rc).
-				add(rc, "report %s: %s: partial report (%s): scenarios not run: %s", rep.Dir, row, sel.Flag(), strings.Join(sel.Skipped, ", "))
-			}
-			for _, l := range rowScenarios(rep, row) {
-				add(rc, "%s", l)
+		v.row(rep, i, row)
+	}
+	if rowsMatched == 0 {
+		v.add(cols, "report %s (%s) matches no required row", rep.Dir, t.Label())
+	}
+}
+
+// row adds rep's violations of row i, which its tuple matches: a manifest
+// the row does not pin (or the pinned manifest's problems), a partial
+// report, and the row's scenarios it did not run or pass.
+func (v *violationList) row(rep *Signed, i int, row Row) {
+	t := rep.Predicate.Tuple
+	rc := []string{row.Name}
+	if k := slices.Index(row.Manifests, t.ManifestSHA256); k >= 0 {
+		v.satisfied[i]++
+		if k < len(row.Pinned) && row.Pinned[k] != nil {
+			for _, p := range ManifestProblems(rep, row.Pinned[k]) {
+				v.add(rc, "report %s: %s: %s", rep.Dir, row, p)
 			}
 		}
-		if !any {
-			add(cols, "report %s (%s) matches no required row", rep.Dir, t.Label())
+	} else {
+		v.add(rc, "report %s: %s: manifest sha256 %s is not one the row pins (%s)", rep.Dir, row, t.ManifestSHA256, strings.Join(row.Manifests, ", "))
+	}
+	if sel := rep.Run.Selection; sel != nil {
+		// A partial report qualifies nothing for a required row; an
+		// informational row shows it (add judges by rc).
+		v.add(rc, "report %s: %s: partial report (%s): scenarios not run: %s", rep.Dir, row, sel.Flag(), strings.Join(sel.Skipped, ", "))
+	}
+	for _, l := range rowScenarios(rep, row) {
+		v.add(rc, "%s", l)
+	}
+}
+
+// unsatisfied adds each row no report with a pinned manifest satisfies:
+// every required row, and an informational one that a report matched.
+func (v *violationList) unsatisfied() {
+	for i, row := range v.req.Rows {
+		if v.satisfied[i] == 0 && (!row.Informational || v.matched[i] > 0) {
+			v.add([]string{row.Name}, "%s: no report with a pinned manifest", row)
 		}
 	}
-	for i, row := range req.Rows {
-		if satisfied[i] == 0 && (!row.Informational || matched[i] > 0) {
-			add([]string{row.Name}, "%s: no report with a pinned manifest", row)
-		}
-	}
-	return out
 }
 
 // matchingRows names the rows of rows that t matches.

@@ -170,111 +170,150 @@ func Judge(reports []*Signed, refused []Refusal, req *Requirement) *GateResult {
 	slices.SortStableFunc(reports, func(a, b *Signed) int { return strings.Compare(a.Dir, b.Dir) })
 	refused = slices.Clone(refused)
 	slices.SortStableFunc(refused, func(a, b Refusal) int { return strings.Compare(a.Dir, b.Dir) })
-
-	g := &GateResult{}
-	var mcols []MatrixColumn
-	var members [][]*Signed
-	names := map[string]bool{}
+	// The steps: the columns (the requirement's rows, or the tuples), the
+	// matrix and each column's reports, the violations, the states.
+	j := &judging{g: &GateResult{}, names: map[string]bool{}}
 	if req != nil {
-		for _, r := range req.Rows {
-			names[r.Name] = true
-		}
-	}
-	addColumn := func(c GateColumn, t Tuple) int {
-		if c.Kind == KindReport {
-			// Violations find their columns by name: a report directory
-			// named like a row (or given twice) must not share its column.
-			base := c.Name
-			for n := 2; names[c.Name]; n++ {
-				c.Name = fmt.Sprintf("%s (report %d)", base, n)
-			}
-		}
-		names[c.Name] = true
-		g.Columns = append(g.Columns, c)
-		mcols = append(mcols, MatrixColumn{Key: c.Name, Tuple: t, Reports: []string{}, RunVerdicts: []Verdict{}})
-		members = append(members, nil)
-		return len(g.Columns) - 1
-	}
-	if req != nil {
-		for _, r := range req.Rows {
-			addColumn(GateColumn{Name: r.Name, Kind: KindRow, Informational: r.Informational}, Tuple{})
-		}
-		for _, rep := range reports {
-			matched := false
-			for j, r := range req.Rows {
-				if r.Matches(rep.Predicate.Tuple) {
-					members[j] = append(members[j], rep)
-					matched = true
-				}
-			}
-			if !matched {
-				j := addColumn(GateColumn{Name: rep.Dir, Kind: KindReport}, rep.Predicate.Tuple)
-				members[j] = append(members[j], rep)
-			}
-		}
-		for _, ref := range refused {
-			placed := false
-			for j, r := range req.Rows {
-				if ref.Claimed != nil && r.Matches(*ref.Claimed) {
-					g.Columns[j].Refused = append(g.Columns[j].Refused, ref)
-					placed = true
-				}
-			}
-			if !placed {
-				j := addColumn(GateColumn{Name: ref.Dir, Kind: KindReport}, Tuple{})
-				g.Columns[j].Refused = append(g.Columns[j].Refused, ref)
-			}
-		}
+		j.rowColumns(reports, refused, req)
 	} else {
-		type group struct {
-			key, label string
-			tuple      Tuple
-			reports    []*Signed
-		}
-		var groups []*group
-		byKey := map[string]*group{}
-		for _, rep := range reports {
-			k, _ := json.Marshal(rep.Predicate.Tuple)
-			gr := byKey[string(k)]
-			if gr == nil {
-				gr = &group{key: string(k), label: rep.Predicate.Tuple.Label(), tuple: rep.Predicate.Tuple}
-				byKey[string(k)] = gr
-				groups = append(groups, gr)
-			}
-			gr.reports = append(gr.reports, rep)
-		}
-		slices.SortFunc(groups, func(a, b *group) int {
-			if c := strings.Compare(a.label, b.label); c != 0 {
-				return c
-			}
-			return strings.Compare(a.key, b.key)
-		})
-		tuples := make([]Tuple, len(groups))
-		dirs := make([]string, len(groups))
-		for i, gr := range groups {
-			tuples[i], dirs[i] = gr.tuple, gr.reports[0].Dir
-		}
-		names := TupleColumnNames(tuples, dirs)
-		for i, gr := range groups {
-			j := addColumn(GateColumn{Name: names[i], Kind: KindTuple}, gr.tuple)
-			members[j] = gr.reports
-		}
-		for _, ref := range refused {
-			j := addColumn(GateColumn{Name: ref.Dir, Kind: KindReport}, Tuple{})
-			g.Columns[j].Refused = append(g.Columns[j].Refused, ref)
+		j.tupleColumns(reports, refused)
+	}
+	j.fillReports()
+	j.judgeViolations(reports, refused, req)
+	j.settle()
+	return j.g
+}
+
+// judging is the state of one Judge as its steps fill it.
+type judging struct {
+	g *GateResult
+	// mcols and members are the matrix columns and their reports, by
+	// column index; names holds every column name taken (and the rows').
+	mcols   []MatrixColumn
+	members [][]*Signed
+	names   map[string]bool
+}
+
+// addColumn appends column c of tuple t and returns its index. A report
+// column named like a row or an earlier column gets " (report N)":
+// violations find their columns by name, so a report directory named like
+// a row (or given twice) must not share its column.
+func (j *judging) addColumn(c GateColumn, t Tuple) int {
+	if c.Kind == KindReport {
+		base := c.Name
+		for n := 2; j.names[c.Name]; n++ {
+			c.Name = fmt.Sprintf("%s (report %d)", base, n)
 		}
 	}
-	g.Matrix = mergeColumns(mcols, members)
-	for j := range g.Columns {
-		for _, rep := range members[j] {
-			g.Columns[j].Reports = append(g.Columns[j].Reports, GateReport{Dir: rep.Dir, Tuple: rep.Predicate.Tuple, RunVerdict: rep.Predicate.Verdict,
+	j.names[c.Name] = true
+	j.g.Columns = append(j.g.Columns, c)
+	j.mcols = append(j.mcols, MatrixColumn{Key: c.Name, Tuple: t, Reports: []string{}, RunVerdicts: []Verdict{}})
+	j.members = append(j.members, nil)
+	return len(j.g.Columns) - 1
+}
+
+// rowColumns makes the requirement's columns: its rows, each report in
+// every row its tuple matches (else in a column of its own), and each
+// refusal in every row its claimed tuple matches (else its own column).
+func (j *judging) rowColumns(reports []*Signed, refused []Refusal, req *Requirement) {
+	for _, r := range req.Rows {
+		j.names[r.Name] = true
+	}
+	for _, r := range req.Rows {
+		j.addColumn(GateColumn{Name: r.Name, Kind: KindRow, Informational: r.Informational}, Tuple{})
+	}
+	for _, rep := range reports {
+		matched := false
+		for k, r := range req.Rows {
+			if r.Matches(rep.Predicate.Tuple) {
+				j.members[k] = append(j.members[k], rep)
+				matched = true
+			}
+		}
+		if !matched {
+			k := j.addColumn(GateColumn{Name: rep.Dir, Kind: KindReport}, rep.Predicate.Tuple)
+			j.members[k] = append(j.members[k], rep)
+		}
+	}
+	for _, ref := range refused {
+		placed := false
+		for k, r := range req.Rows {
+			if ref.Claimed != nil && r.Matches(*ref.Claimed) {
+				j.g.Columns[k].Refused = append(j.g.Columns[k].Refused, ref)
+				placed = true
+			}
+		}
+		if !placed {
+			k := j.addColumn(GateColumn{Name: ref.Dir, Kind: KindReport}, Tuple{})
+			j.g.Columns[k].Refused = append(j.g.Columns[k].Refused, ref)
+		}
+	}
+}
+
+// tupleColumns makes the columns without a requirement: one per distinct
+// tuple, ordered by label (then by its JSON), named by TupleColumnNames,
+// then one per refusal.
+func (j *judging) tupleColumns(reports []*Signed, refused []Refusal) {
+	type group struct {
+		key, label string
+		tuple      Tuple
+		reports    []*Signed
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, rep := range reports {
+		k, _ := json.Marshal(rep.Predicate.Tuple)
+		gr := byKey[string(k)]
+		if gr == nil {
+			gr = &group{key: string(k), label: rep.Predicate.Tuple.Label(), tuple: rep.Predicate.Tuple}
+			byKey[string(k)] = gr
+			groups = append(groups, gr)
+		}
+		gr.reports = append(gr.reports, rep)
+	}
+	slices.SortFunc(groups, func(a, b *group) int {
+		if c := strings.Compare(a.label, b.label); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	tuples := make([]Tuple, len(groups))
+	dirs := make([]string, len(groups))
+	for i, gr := range groups {
+		tuples[i], dirs[i] = gr.tuple, gr.reports[0].Dir
+	}
+	names := TupleColumnNames(tuples, dirs)
+	for i, gr := range groups {
+		k := j.addColumn(GateColumn{Name: names[i], Kind: KindTuple}, gr.tuple)
+		j.members[k] = gr.reports
+	}
+	for _, ref := range refused {
+		k := j.addColumn(GateColumn{Name: ref.Dir, Kind: KindReport}, Tuple{})
+		j.g.Columns[k].Refused = append(j.g.Columns[k].Refused, ref)
+	}
+}
+
+// fillReports merges the matrix and lists each column's reports.
+func (j *judging) fillReports() {
+	g := j.g
+	g.Matrix = mergeColumns(j.mcols, j.members)
+	for k := range g.Columns {
+		for _, rep := range j.members[k] {
+			g.Columns[k].Reports = append(g.Columns[k].Reports, GateReport{Dir: rep.Dir, Tuple: rep.Predicate.Tuple, RunVerdict: rep.Predicate.Verdict,
 				Posture: ReadPosture(rep.Run)})
 		}
 	}
+}
 
+// judgeViolations lists the violations, each refusal's first (blocking,
+// in the columns that hold it), then the matrix's (violations), gives
+// each column the messages of those that concern it, and passes the gate
+// when none blocks.
+func (j *judging) judgeViolations(reports []*Signed, refused []Refusal, req *Requirement) {
+	g := j.g
 	index := map[string]int{}
-	for j, c := range g.Columns {
-		index[c.Name] = j
+	for k, c := range g.Columns {
+		index[c.Name] = k
 	}
 	for _, ref := range refused {
 		var cols []string
@@ -290,13 +329,19 @@ func Judge(reports []*Signed, refused []Refusal, req *Requirement) *GateResult {
 	for _, v := range g.Violations {
 		g.Passed = g.Passed && !v.Blocking
 		for _, c := range v.Columns {
-			if j, ok := index[c]; ok {
-				g.Columns[j].Violations = append(g.Columns[j].Violations, v.Message)
+			if k, ok := index[c]; ok {
+				g.Columns[k].Violations = append(g.Columns[k].Violations, v.Message)
 			}
 		}
 	}
-	for j := range g.Columns {
-		c := &g.Columns[j]
+}
+
+// settle gives each column its state and counts it, and makes every list
+// of the result non-nil (JSON arrays, never null).
+func (j *judging) settle() {
+	g := j.g
+	for k := range g.Columns {
+		c := &g.Columns[k]
 		switch {
 		case len(c.Refused) > 0:
 			c.State = StateRefused
@@ -324,5 +369,4 @@ func Judge(reports []*Signed, refused []Refusal, req *Requirement) *GateResult {
 	if g.Violations == nil {
 		g.Violations = []GateViolation{}
 	}
-	return g
 }
