@@ -538,33 +538,28 @@ func isOp(err error, code sandboxapi.Code) bool {
 	return errors.As(err, &op) && op.Code == code
 }
 
+// transferHostile exports crafted archives through a proxy that swaps
+// them in for the Engine's, in steps:
+//
+//  1. the hostile cases named (archivecorpus.Hostiles);
+//  2. a swap proxy to the Engine (openProxy) and a backend behind it;
+//  3. a started sandbox whose workspace holds a control file, then
+//     stopped (prepare);
+//  4. a destination directory holding one file (destination);
+//  5. each case (hostileCase): rejected with its reason, its body
+//     swapped once, the destination unchanged, an error of its own;
+//  6. the control: without a swap the same sandbox exports (control).
 func transferHostile(ctx context.Context, env *Env, rec *Record, dir string, names []string) error {
 	cases, err := archivecorpus.Hostiles(names...)
 	if err != nil {
 		return err
 	}
-	// The proxy swaps the body of a successful export GET for a crafted
-	// archive, keeping the Engine's headers (the path stat the driver
-	// compares); in a short directory for the Unix socket path limit.
-	pdir, err := os.MkdirTemp("", "qualbox-swap-")
-	if err != nil {
+	h := &hostile{env: env, rec: rec, dir: dir, exportGET: faultproxy.Request("GET", `/containers/[^/]+/archive`), seen: map[string]string{}}
+	if err := h.openProxy(); err != nil {
 		return err
 	}
-	proxy, err := faultproxy.New(pdir, env.Endpoint)
-	if err != nil {
-		os.RemoveAll(pdir)
-		return err
-	}
-	defer func() { rec.CleanupError("close swap proxy", errors.Join(proxy.Close(), os.RemoveAll(pdir))) }()
-	exportGET := faultproxy.Request("GET", `/containers/[^/]+/archive`)
-	spill := filepath.Join(env.Dir, "spill-hostile")
-	if err := os.MkdirAll(spill, 0o700); err != nil {
-		return err
-	}
-	b, err := driver.New(driver.Config{
-		Profile: env.Profile, Endpoint: proxy.Endpoint(), Namespace: env.Namespace,
-		SpillDirectory: spill, ImageID: env.ImageID, User: env.User,
-	})
+	defer h.closeProxy()
+	b, err := h.backend()
 	if err != nil {
 		return err
 	}
@@ -573,65 +568,155 @@ func transferHostile(ctx context.Context, env *Env, rec *Record, dir string, nam
 	if err != nil {
 		return err
 	}
-	tr, err := transferer(o.sb)
-	if err != nil {
+	if ready, err := h.prepare(ctx, o); !ready || err != nil {
 		return err
 	}
-	// A non-empty workspace, so the control export has something to commit.
-	exit, _, _, err := o.run(ctx, shellSpec("printf 'control\\n' > "+controlFile))
-	if err != nil {
-		return err
-	}
-	if !rec.Equal("hostile-archives: control file written", sandboxapi.Exited(0).String(), exit.String()) {
-		return nil
-	}
-	o.snap("during")
-	if stopErr := o.stop(ctx); !rec.Check("hostile-archives: stop compute", "nil", errText(stopErr), stopErr == nil) {
-		return nil
-	}
-	parent := filepath.Join(dir, "dest")
-	if err := os.Mkdir(parent, 0o700); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(parent, "keep.txt"), []byte("unchanged\n"), 0o644); err != nil {
-		return err
-	}
-	before, err := listTree(parent)
-	if err != nil {
+	if err := h.destination(); err != nil {
 		return err
 	}
 	rec.Request("hostile-archives: cases", cases)
-	seen := map[string]string{}
 	for _, c := range cases {
-		n := len(proxy.Fired())
-		proxy.SetRules(faultproxy.ReplaceBody(exportGET, "application/x-tar", c.Body))
-		err := tr.ExportTree(ctx, sandboxapi.Whole(), sandboxapi.DirSink(filepath.Join(parent, "out")), sandboxapi.TransferOptions{})
-		proxy.SetRules()
-		after, lerr := listTree(parent)
-		if lerr != nil {
-			return lerr
+		if err := h.hostileCase(ctx, c); err != nil {
+			return err
 		}
-		msg := errText(err)
-		want := "invalid_archive: " + c.Reason
-		ok := isOp(err, sandboxapi.CodeInvalidArchive) && strings.Contains(msg, c.Reason)
-		if c.Entry != "" {
-			want += fmt.Sprintf(" at %q", c.Entry)
-			ok = ok && strings.Contains(msg, fmt.Sprintf("%q", c.Entry))
-		}
-		other, dup := seen[msg]
-		seen[msg] = c.Name
-		unchanged := treeDigest(after) == treeDigest(before)
-		swapped := len(proxy.Fired()) - n
-		got := fmt.Sprintf("%s; body swapped %d time(s); destination %s", msg, swapped, map[bool]string{true: "unchanged", false: "CHANGED: " + strings.Join(lineDiff(lines(before), lines(after)), "; ")}[unchanged])
-		if dup {
-			got += "; same error as " + other
-		}
-		rec.Check("hostile-archives: "+c.Name+" is rejected", want+"; body swapped 1 time(s); destination unchanged", got,
-			ok && swapped == 1 && unchanged && !dup)
 	}
-	// Control: without a swapped body the same sandbox exports normally.
-	control := filepath.Join(dir, "control")
-	err = tr.ExportTree(ctx, sandboxapi.Whole(), sandboxapi.DirSink(control), sandboxapi.TransferOptions{})
+	h.control(ctx)
+	return nil
+}
+
+// hostile is the state of one transferHostile as its steps fill it.
+type hostile struct {
+	env *Env
+	rec *Record
+	dir string
+	// proxy, in its own short directory pdir (the Unix socket path
+	// limit), swaps the body of the export GETs exportGET matches.
+	pdir      string
+	proxy     *faultproxy.Proxy
+	exportGET faultproxy.Match
+	tr        sandboxapi.Transferer
+	// parent is the destination's parent directory and before its
+	// listing before any export; seen maps each case's error text to
+	// the case.
+	parent string
+	before []treeEntry
+	seen   map[string]string
+}
+
+// openProxy starts the swap proxy, which keeps the Engine's headers (the
+// path stat the driver compares) when it swaps a body.
+func (h *hostile) openProxy() error {
+	pdir, err := os.MkdirTemp("", "qualbox-swap-")
+	if err != nil {
+		return err
+	}
+	proxy, err := faultproxy.New(pdir, h.env.Endpoint)
+	if err != nil {
+		os.RemoveAll(pdir)
+		return err
+	}
+	h.pdir, h.proxy = pdir, proxy
+	return nil
+}
+
+// closeProxy closes the proxy and removes its directory, recording a
+// failure as a cleanup error.
+func (h *hostile) closeProxy() {
+	h.rec.CleanupError("close swap proxy", errors.Join(h.proxy.Close(), os.RemoveAll(h.pdir)))
+}
+
+// backend is a driver backend whose Engine endpoint is the proxy.
+func (h *hostile) backend() (*driver.Backend, error) {
+	env := h.env
+	spill := filepath.Join(env.Dir, "spill-hostile")
+	if err := os.MkdirAll(spill, 0o700); err != nil {
+		return nil, err
+	}
+	return driver.New(driver.Config{
+		Profile: env.Profile, Endpoint: h.proxy.Endpoint(), Namespace: env.Namespace,
+		SpillDirectory: spill, ImageID: env.ImageID, User: env.User,
+	})
+}
+
+// prepare writes the control file, so the control export has something
+// to commit, and stops compute. It reports false when a check failed and
+// nothing more can be judged.
+func (h *hostile) prepare(ctx context.Context, o *observed) (bool, error) {
+	tr, err := transferer(o.sb)
+	if err != nil {
+		return false, err
+	}
+	h.tr = tr
+	exit, _, _, err := o.run(ctx, shellSpec("printf 'control\\n' > "+controlFile))
+	if err != nil {
+		return false, err
+	}
+	if !h.rec.Equal("hostile-archives: control file written", sandboxapi.Exited(0).String(), exit.String()) {
+		return false, nil
+	}
+	o.snap("during")
+	if stopErr := o.stop(ctx); !h.rec.Check("hostile-archives: stop compute", "nil", errText(stopErr), stopErr == nil) {
+		return false, nil
+	}
+	return true, nil
+}
+
+// destination makes the directory every hostile export writes under,
+// holding one file, and lists it.
+func (h *hostile) destination() error {
+	h.parent = filepath.Join(h.dir, "dest")
+	if err := os.Mkdir(h.parent, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(h.parent, "keep.txt"), []byte("unchanged\n"), 0o644); err != nil {
+		return err
+	}
+	before, err := listTree(h.parent)
+	if err != nil {
+		return err
+	}
+	h.before = before
+	return nil
+}
+
+// hostileCase exports the whole workspace with c's archive swapped in and
+// checks the export is rejected with c's reason (and entry), the body was
+// swapped once, the destination is unchanged, and no earlier case failed
+// with the same error.
+func (h *hostile) hostileCase(ctx context.Context, c archivecorpus.Hostile) error {
+	n := len(h.proxy.Fired())
+	h.proxy.SetRules(faultproxy.ReplaceBody(h.exportGET, "application/x-tar", c.Body))
+	err := h.tr.ExportTree(ctx, sandboxapi.Whole(), sandboxapi.DirSink(filepath.Join(h.parent, "out")), sandboxapi.TransferOptions{})
+	h.proxy.SetRules()
+	after, lerr := listTree(h.parent)
+	if lerr != nil {
+		return lerr
+	}
+	msg := errText(err)
+	want := "invalid_archive: " + c.Reason
+	ok := isOp(err, sandboxapi.CodeInvalidArchive) && strings.Contains(msg, c.Reason)
+	if c.Entry != "" {
+		want += fmt.Sprintf(" at %q", c.Entry)
+		ok = ok && strings.Contains(msg, fmt.Sprintf("%q", c.Entry))
+	}
+	other, dup := h.seen[msg]
+	h.seen[msg] = c.Name
+	unchanged := treeDigest(after) == treeDigest(h.before)
+	swapped := len(h.proxy.Fired()) - n
+	got := fmt.Sprintf("%s; body swapped %d time(s); destination %s", msg, swapped, map[bool]string{true: "unchanged", false: "CHANGED: " + strings.Join(lineDiff(lines(h.before), lines(after)), "; ")}[unchanged])
+	if dup {
+		got += "; same error as " + other
+	}
+	h.rec.Check("hostile-archives: "+c.Name+" is rejected", want+"; body swapped 1 time(s); destination unchanged", got,
+		ok && swapped == 1 && unchanged && !dup)
+	return nil
+}
+
+// control checks that without a swapped body the same sandbox exports
+// the workspace, the control file alone, normally.
+func (h *hostile) control(ctx context.Context) {
+	control := filepath.Join(h.dir, "control")
+	err := h.tr.ExportTree(ctx, sandboxapi.Whole(), sandboxapi.DirSink(control), sandboxapi.TransferOptions{})
 	es, lerr := listTree(control)
 	listed := "listed"
 	if lerr != nil {
@@ -645,10 +730,9 @@ func transferHostile(ctx context.Context, env *Env, rec *Record, dir string, nam
 		got = append(got, fmt.Sprintf("%s %s %d %s", e.Kind, e.Path, e.Size, e.SHA256))
 		ok = ok && e.Path == wantEntry.Path && e.Kind == wantEntry.Kind && e.Size == wantEntry.Size && e.SHA256 == wantEntry.SHA256
 	}
-	rec.Check("hostile-archives: control: the untouched export commits the workspace",
+	h.rec.Check("hostile-archives: control: the untouched export commits the workspace",
 		fmt.Sprintf("nil; listed; [file %s %d %s]", wantEntry.Path, wantEntry.Size, wantEntry.SHA256),
 		fmt.Sprintf("%s; %s; %v", errText(err), listed, got), ok)
-	return nil
 }
 
 // controlFile is what the hostile-archives control exports.
