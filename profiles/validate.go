@@ -32,8 +32,28 @@ const (
 )
 
 // validate checks that every field of p is set and within range and that
-// p.Name equals name, the file name without ".yaml".
+// p.Name equals name, the file name without ".yaml": section by section,
+// in the file's order, each adding its issues to is.
 func validate(name string, p Profile, is *issues) {
+	validateIdentity(name, p, is)
+	oneOf(is, "controller.os", p.Controller.OS, "linux", "darwin")
+	oneOf(is, "controller.architecture", p.Controller.Architecture, "amd64", "arm64")
+	validateDaemon(p.Daemon, is)
+	oneOf(is, "image.architecture", p.Image.Architecture, "amd64", "arm64")
+	if !runtimePattern.MatchString(p.Runtime) {
+		is.add("runtime", "%q is not an OCI runtime name (letters, digits, '_', '.', '-'; at most 64)", p.Runtime)
+	}
+	validateCgroup(p.Cgroup, is)
+	validateAppArmor(p.AppArmor, is)
+	validateSeccomp(p.Seccomp, is)
+	validateDatasets(p.Datasets, is)
+	oneOf(is, "qualification.status", p.Qualification.Status, StatusPending, StatusQualified)
+	nonEmpty(is, "qualification.note", p.Qualification.Note)
+}
+
+// validateIdentity checks the name (the file's, lowercase words joined by
+// '-') and the backend revision derived from it.
+func validateIdentity(name string, p Profile, is *issues) {
 	if p.Name != name {
 		is.add("name", "%q differs from the file name %q", p.Name, name+".yaml")
 	} else if !namePattern.MatchString(p.Name) {
@@ -44,11 +64,10 @@ func validate(name string, p Profile, is *issues) {
 		!validRevisionTail(rest, p.Name) {
 		is.add("backendRevision", "%q is not %s<N>-%s", p.BackendRevision, wantRevision, p.Name)
 	}
+}
 
-	oneOf(is, "controller.os", p.Controller.OS, "linux", "darwin")
-	oneOf(is, "controller.architecture", p.Controller.Architecture, "amd64", "arm64")
-
-	d := p.Daemon
+// validateDaemon checks the daemon section.
+func validateDaemon(d Daemon, is *issues) {
 	oneOf(is, "daemon.architecture", d.Architecture, "amd64", "arm64")
 	nonEmptyUnique(is, "daemon.infoArchitectures", d.InfoArchitectures)
 	if !slices.Contains(d.InfoArchitectures, d.Architecture) {
@@ -61,13 +80,10 @@ func validate(name string, p Profile, is *issues) {
 	case !d.Desktop && d.OperatingSystem != "":
 		is.add("daemon.operatingSystem", "%q set for a non-desktop daemon, want it absent", d.OperatingSystem)
 	}
+}
 
-	oneOf(is, "image.architecture", p.Image.Architecture, "amd64", "arm64")
-	if !runtimePattern.MatchString(p.Runtime) {
-		is.add("runtime", "%q is not an OCI runtime name (letters, digits, '_', '.', '-'; at most 64)", p.Runtime)
-	}
-
-	c := p.Cgroup
+// validateCgroup checks the cgroup section.
+func validateCgroup(c Cgroup, is *issues) {
 	if c.Version != 1 && c.Version != 2 {
 		is.add("cgroup.version", "%d, want 1 or 2", c.Version)
 	}
@@ -78,8 +94,10 @@ func validate(name string, p Profile, is *issues) {
 	if !c.Namespace.PerContainerReadback {
 		is.add("cgroup.namespace.perContainerReadback", "false, but every profile requires a private cgroup namespace")
 	}
+}
 
-	a := p.AppArmor
+// validateAppArmor checks the appArmor section.
+func validateAppArmor(a AppArmor, is *issues) {
 	oneOf(is, "appArmor.daemon", a.Daemon, AppArmorEnabled, AppArmorAbsent)
 	switch {
 	case a.Daemon == AppArmorEnabled && a.WorkloadProfile == "":
@@ -87,15 +105,20 @@ func validate(name string, p Profile, is *issues) {
 	case a.Daemon == AppArmorAbsent && a.WorkloadProfile != "":
 		is.add("appArmor.workloadProfile", "%q, want \"\" when the daemon has no AppArmor", a.WorkloadProfile)
 	}
+}
 
-	nonEmptyUnique(is, "seccomp.securityOptions", p.Seccomp.SecurityOptions)
-	for i, o := range p.Seccomp.SecurityOptions {
+// validateSeccomp checks the seccomp section.
+func validateSeccomp(s Seccomp, is *issues) {
+	nonEmptyUnique(is, "seccomp.securityOptions", s.SecurityOptions)
+	for i, o := range s.SecurityOptions {
 		if rest, ok := strings.CutPrefix(o, "name=seccomp,profile="); !ok || rest == "" || strings.Contains(rest, ",") {
 			is.add(fmt.Sprintf("seccomp.securityOptions[%d]", i), "%q is not name=seccomp,profile=<name>", o)
 		}
 	}
+}
 
-	ds := p.Datasets
+// validateDatasets checks the datasets section.
+func validateDatasets(ds DatasetRequirements, is *issues) {
 	if !semverPattern.MatchString(ds.MinEngineVersion) {
 		is.add("datasets.minEngineVersion", "%q is not <major>.<minor>.<patch>", ds.MinEngineVersion)
 	}
@@ -116,9 +139,6 @@ func validate(name string, p Profile, is *issues) {
 		}
 		seen[mb] = true
 	}
-
-	oneOf(is, "qualification.status", p.Qualification.Status, StatusPending, StatusQualified)
-	nonEmpty(is, "qualification.note", p.Qualification.Note)
 }
 
 func validRevisionTail(rest, name string) bool {
