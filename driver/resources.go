@@ -141,73 +141,92 @@ type inspection struct {
 func inspectResource(ctx context.Context, eng *engine, role sandboxapi.Role, ref string) (*inspection, error) {
 	switch role {
 	case sandboxapi.RoleCompute, sandboxapi.RoleExport:
-		res, err := eng.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
-		if isNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, engineFailure(err, "inspect %s container %s", role, ref)
-		}
-		c := res.Container
-		if err := checkEngineID(string(role)+" container", c.ID); err != nil {
-			return nil, err
-		}
-		fp, err := containerFingerprint(res.Raw, c)
-		if err != nil {
-			return nil, engineFailure(err, "fingerprint %s container %s", role, ref)
-		}
-		var labels map[string]string
-		if c.Config != nil {
-			labels = c.Config.Labels
-		}
-		return &inspection{id: c.ID, name: strings.TrimPrefix(c.Name, "/"), fingerprint: fp, labels: labels, container: &c}, nil
+		return inspectContainer(ctx, eng, role, ref)
 	case sandboxapi.RoleStorage:
-		res, err := eng.cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
-		if isNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, engineFailure(err, "inspect volume %s", ref)
-		}
-		sel, err := selectFields(res.Raw, fingerprintVolumeFields)
-		if err != nil {
-			return nil, engineFailure(err, "fingerprint volume %s", ref)
-		}
-		fp, err := digest(sel)
-		if err != nil {
-			return nil, err
-		}
-		v := res.Volume
-		if v.Driver != "local" || v.Scope != "local" || len(v.Options) != 0 {
-			return nil, &sandboxapi.StateError{Message: fmt.Sprintf("volume %s is not an owned local volume (driver %q, scope %q, options %v)", ref, v.Driver, v.Scope, v.Options)}
-		}
-		return &inspection{id: v.Name, name: v.Name, fingerprint: fp, labels: v.Labels}, nil
+		return inspectVolume(ctx, eng, ref)
 	case sandboxapi.RoleNetwork:
-		res, err := eng.cli.NetworkInspect(ctx, ref, client.NetworkInspectOptions{})
-		if isNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, engineFailure(err, "inspect network %s", ref)
-		}
-		sel, err := selectFields(res.Raw, fingerprintNetworkFields)
-		if err != nil {
-			return nil, engineFailure(err, "fingerprint network %s", ref)
-		}
-		fp, err := digest(sel)
-		if err != nil {
-			return nil, err
-		}
-		n := res.Network
-		if err := checkEngineID("network", n.ID); err != nil {
-			return nil, err
-		}
-		if n.Driver != "bridge" || n.Scope != "local" || n.Internal || n.Attachable || n.Ingress || n.ConfigOnly || n.EnableIPv6 {
-			return nil, &sandboxapi.StateError{Message: fmt.Sprintf("network %s is not an owned private bridge", ref)}
-		}
-		return &inspection{id: n.ID, name: n.Name, fingerprint: fp, labels: n.Labels, options: n.Options}, nil
+		return inspectNetwork(ctx, eng, ref)
 	}
 	return nil, fmt.Errorf("driver: unknown role %q", role)
+}
+
+// inspectContainer is inspectResource of a compute or export container:
+// an Engine ID of 64 hex digits, its fingerprint and labels.
+func inspectContainer(ctx context.Context, eng *engine, role sandboxapi.Role, ref string) (*inspection, error) {
+	res, err := eng.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, engineFailure(err, "inspect %s container %s", role, ref)
+	}
+	c := res.Container
+	if err := checkEngineID(string(role)+" container", c.ID); err != nil {
+		return nil, err
+	}
+	fp, err := containerFingerprint(res.Raw, c)
+	if err != nil {
+		return nil, engineFailure(err, "fingerprint %s container %s", role, ref)
+	}
+	var labels map[string]string
+	if c.Config != nil {
+		labels = c.Config.Labels
+	}
+	return &inspection{id: c.ID, name: strings.TrimPrefix(c.Name, "/"), fingerprint: fp, labels: labels, container: &c}, nil
+}
+
+// inspectVolume is inspectResource of the storage volume, which must be
+// an owned local volume without options.
+func inspectVolume(ctx context.Context, eng *engine, ref string) (*inspection, error) {
+	res, err := eng.cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, engineFailure(err, "inspect volume %s", ref)
+	}
+	sel, err := selectFields(res.Raw, fingerprintVolumeFields)
+	if err != nil {
+		return nil, engineFailure(err, "fingerprint volume %s", ref)
+	}
+	fp, err := digest(sel)
+	if err != nil {
+		return nil, err
+	}
+	v := res.Volume
+	if v.Driver != "local" || v.Scope != "local" || len(v.Options) != 0 {
+		return nil, &sandboxapi.StateError{Message: fmt.Sprintf("volume %s is not an owned local volume (driver %q, scope %q, options %v)", ref, v.Driver, v.Scope, v.Options)}
+	}
+	return &inspection{id: v.Name, name: v.Name, fingerprint: fp, labels: v.Labels}, nil
+}
+
+// inspectNetwork is inspectResource of the outbound network, which must
+// be an owned private local bridge (its options are judged apart, by
+// checkRequested).
+func inspectNetwork(ctx context.Context, eng *engine, ref string) (*inspection, error) {
+	res, err := eng.cli.NetworkInspect(ctx, ref, client.NetworkInspectOptions{})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, engineFailure(err, "inspect network %s", ref)
+	}
+	sel, err := selectFields(res.Raw, fingerprintNetworkFields)
+	if err != nil {
+		return nil, engineFailure(err, "fingerprint network %s", ref)
+	}
+	fp, err := digest(sel)
+	if err != nil {
+		return nil, err
+	}
+	n := res.Network
+	if err := checkEngineID("network", n.ID); err != nil {
+		return nil, err
+	}
+	if n.Driver != "bridge" || n.Scope != "local" || n.Internal || n.Attachable || n.Ingress || n.ConfigOnly || n.EnableIPv6 {
+		return nil, &sandboxapi.StateError{Message: fmt.Sprintf("network %s is not an owned private bridge", ref)}
+	}
+	return &inspection{id: n.ID, name: n.Name, fingerprint: fp, labels: n.Labels, options: n.Options}, nil
 }
 
 // checkRequested is the create-time readback of what inspectResource does
