@@ -210,7 +210,9 @@ const neverStarted = "0001-01-01T00:00:00Z"
 // verifyContainer compares an inspected container with its request field by
 // field (docs/contract.md#profiles-and-admission). started adds the
 // running-state, AppArmor and network attachment checks that only hold after
-// start.
+// start. The differences are collected in order: Config
+// (verifyContainerConfig), HostConfig (verifyHostConfig), mounts
+// (verifyMounts), then state (verifyContainerState).
 func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi.RecoveryRecord, policy sandboxapi.Policy, role sandboxapi.Role, storage, networkID string, started bool) error {
 	want := b.workloadSpec(record, policy, role, storage, networkID)
 	var d differ
@@ -218,8 +220,16 @@ func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi
 		d.lines = append(d.lines, "Config/HostConfig: missing from inspection")
 		return d.err(string(role) + " container " + c.ID)
 	}
-	cfg, host := c.Config, c.HostConfig
 	d.check("Image", b.cfg.ImageID, c.Image)
+	b.verifyContainerConfig(&d, c.Config, want, record, role)
+	b.verifyHostConfig(&d, c.HostConfig, want)
+	verifyMounts(&d, c, want.host.Mounts)
+	b.verifyContainerState(&d, c, policy, role, networkID, started)
+	return d.err(string(role) + " container " + c.ID)
+}
+
+// verifyContainerConfig compares the container's Config with want's.
+func (b *Backend) verifyContainerConfig(d *differ, cfg *container.Config, want containerSpec, record sandboxapi.RecoveryRecord, role sandboxapi.Role) {
 	d.check("Config.Image", b.cfg.ImageID, cfg.Image)
 	d.check("Config.User", want.config.User, cfg.User)
 	d.check("Config.WorkingDir", want.config.WorkingDir, cfg.WorkingDir)
@@ -238,6 +248,11 @@ func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi
 	if bad := labelMismatch(cfg.Labels, record, role); len(bad) > 0 {
 		d.lines = append(d.lines, fmt.Sprintf("Config.Labels: binding labels differ: %s", strings.Join(bad, ", ")))
 	}
+}
+
+// verifyHostConfig compares the container's HostConfig, mounts aside,
+// with want's and the isolation every sandbox container has.
+func (b *Backend) verifyHostConfig(d *differ, host *container.HostConfig, want containerSpec) {
 	d.check("HostConfig.ReadonlyRootfs", true, host.ReadonlyRootfs)
 	d.check("HostConfig.Privileged", false, host.Privileged)
 	d.check("HostConfig.CapDrop", []string{"ALL"}, []string(host.CapDrop))
@@ -280,36 +295,46 @@ func (b *Backend) verifyContainer(c container.InspectResponse, record sandboxapi
 	d.check("HostConfig.AutoRemove", false, host.AutoRemove)
 	d.check("HostConfig.Tmpfs", want.host.Tmpfs, host.Tmpfs)
 	d.check("HostConfig.Runtime", want.host.Runtime, host.Runtime)
-	verifyMounts(&d, c, want.host.Mounts)
+}
 
+// verifyContainerState checks the export accessor was never started and,
+// once started, that the container runs under the profile's AppArmor
+// profile attached to exactly its network (verifyNetworks).
+func (b *Backend) verifyContainerState(d *differ, c container.InspectResponse, policy sandboxapi.Policy, role sandboxapi.Role, networkID string, started bool) {
 	if role == sandboxapi.RoleExport {
 		if c.State == nil || c.State.Running || c.State.Status != "created" || (c.State.StartedAt != "" && c.State.StartedAt != neverStarted) {
 			d.lines = append(d.lines, fmt.Sprintf("State: export accessor must be created and never started, got %+v", c.State))
 		}
 	}
-	if started {
-		if c.State == nil || !c.State.Running {
-			d.lines = append(d.lines, "State.Running: want true")
-		}
-		d.check("AppArmorProfile", b.profile.AppArmor.WorkloadProfile, c.AppArmorProfile)
-		if c.NetworkSettings == nil {
-			d.lines = append(d.lines, "NetworkSettings: missing")
-		} else {
-			nets := make([]string, 0, len(c.NetworkSettings.Networks))
-			for name := range c.NetworkSettings.Networks {
-				nets = append(nets, name)
-			}
-			sort.Strings(nets)
-			mode := expectedNetworkMode(policy, role, networkID)
-			if mode == "none" {
-				d.check("NetworkSettings.Networks", []string{"none"}, nets)
-			} else if len(nets) != 1 || c.NetworkSettings.Networks[nets[0]] == nil || c.NetworkSettings.Networks[nets[0]].NetworkID != networkID {
-				d.lines = append(d.lines, fmt.Sprintf("NetworkSettings.Networks: want exactly the private network %s, got %v", networkID, nets))
-			}
-			d.checkEmpty("NetworkSettings.Ports", c.NetworkSettings.Ports)
-		}
+	if !started {
+		return
 	}
-	return d.err(string(role) + " container " + c.ID)
+	if c.State == nil || !c.State.Running {
+		d.lines = append(d.lines, "State.Running: want true")
+	}
+	d.check("AppArmorProfile", b.profile.AppArmor.WorkloadProfile, c.AppArmorProfile)
+	if c.NetworkSettings == nil {
+		d.lines = append(d.lines, "NetworkSettings: missing")
+		return
+	}
+	verifyNetworks(d, c.NetworkSettings, expectedNetworkMode(policy, role, networkID), networkID)
+}
+
+// verifyNetworks checks a started container is attached to "none" (mode
+// "none") or to exactly the private network networkID, and publishes no
+// ports.
+func verifyNetworks(d *differ, ns *container.NetworkSettings, mode, networkID string) {
+	nets := make([]string, 0, len(ns.Networks))
+	for name := range ns.Networks {
+		nets = append(nets, name)
+	}
+	sort.Strings(nets)
+	if mode == "none" {
+		d.check("NetworkSettings.Networks", []string{"none"}, nets)
+	} else if len(nets) != 1 || ns.Networks[nets[0]] == nil || ns.Networks[nets[0]].NetworkID != networkID {
+		d.lines = append(d.lines, fmt.Sprintf("NetworkSettings.Networks: want exactly the private network %s, got %v", networkID, nets))
+	}
+	d.checkEmpty("NetworkSettings.Ports", ns.Ports)
 }
 
 // verifyMounts compares requested and effective mounts
