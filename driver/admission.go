@@ -478,36 +478,56 @@ const maxAdmissionReads = 4
 //
 // The controller row runs first and alone: a profile for another controller
 // platform is rejected before any Engine request
-// (docs/contract.md#profiles-and-admission).
+// (docs/contract.md#profiles-and-admission). Then the steps: the reads
+// (readAdmission), their outcome kept in f (apply), the table evaluated
+// (admission).
 func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof profiles.Profile, cfg *Config, withImages bool) (*Admission, error) {
 	f := &admissionFacts{controller: controller, prof: prof, cfg: cfg}
 	if want, got, ok := controllerCheck(f); !ok {
 		a := &Admission{Profile: prof.Name, Controller: controller.String(), Checks: []Check{{Name: "controller", Want: want, Got: got}}}
 		return a, &AdmissionError{Profile: prof.Name, Failed: a.Checks}
 	}
-	// /version, /info and the image inspects are independent reads: they are
-	// dispatched together (at most maxAdmissionReads at once), so admission
-	// costs one round trip on the start and exec paths rather than one per
-	// read. Errors keep their report order (/version, /info, workload image,
-	// datasets): a /version failure, which wins whatever the others return,
-	// cancels the other reads, and an /info failure cancels the image
-	// inspects; nothing else cuts a read short.
-	var (
-		wg              sync.WaitGroup
-		verErr, infoErr error
-		infoRes         client.SystemInfoResult
-		imageErrs       []error
-		images          []*image.InspectResponse
-		imageIDs        []string
-	)
-	if withImages {
-		imageIDs = append(imageIDs, cfg.ImageID)
-		for _, ds := range cfg.Datasets {
-			imageIDs = append(imageIDs, ds.ImageID)
-		}
-		images = make([]*image.InspectResponse, len(imageIDs))
-		imageErrs = make([]error, len(imageIDs))
+	r := readAdmission(ctx, eng, f, withImages)
+	if err := r.apply(ctx, eng, f); err != nil {
+		return nil, err
 	}
+	return r.admission(eng, f)
+}
+
+// admissionReads are the outcomes of admission's Engine reads.
+type admissionReads struct {
+	withImages      bool
+	verErr, infoErr error
+	info            client.SystemInfoResult
+	// imageIDs are the workload image's then each dataset's; images and
+	// imageErrs their inspects, by index.
+	imageIDs  []string
+	images    []*image.InspectResponse
+	imageErrs []error
+	// unserved is set when the daemon does not serve the pinned API
+	// version (apply).
+	unserved bool
+}
+
+// readAdmission reads /version (into f.ver), /info and, with withImages,
+// the image inspects. They are independent reads: they are dispatched
+// together (at most maxAdmissionReads at once), so admission costs one
+// round trip on the start and exec paths rather than one per read. Errors
+// keep their report order (/version, /info, workload image, datasets): a
+// /version failure, which wins whatever the others return, cancels the
+// other reads, and an /info failure cancels the image inspects; nothing
+// else cuts a read short.
+func readAdmission(ctx context.Context, eng *engine, f *admissionFacts, withImages bool) *admissionReads {
+	r := &admissionReads{withImages: withImages}
+	if withImages {
+		r.imageIDs = append(r.imageIDs, f.cfg.ImageID)
+		for _, ds := range f.cfg.Datasets {
+			r.imageIDs = append(r.imageIDs, ds.ImageID)
+		}
+		r.images = make([]*image.InspectResponse, len(r.imageIDs))
+		r.imageErrs = make([]error, len(r.imageIDs))
+	}
+	var wg sync.WaitGroup
 	readCtx, cancelReads := context.WithCancel(ctx)
 	defer cancelReads()
 	imageCtx, cancelImages := context.WithCancel(readCtx)
@@ -521,65 +541,81 @@ func admit(ctx context.Context, eng *engine, controller controllerPlatform, prof
 		})
 	}
 	read(func() {
-		if f.ver, verErr = eng.cli.ServerVersion(readCtx, client.ServerVersionOptions{}); verErr != nil {
+		if f.ver, r.verErr = eng.cli.ServerVersion(readCtx, client.ServerVersionOptions{}); r.verErr != nil {
 			cancelReads()
 		}
 	})
 	read(func() {
-		if infoRes, infoErr = eng.cli.Info(readCtx, client.InfoOptions{}); infoErr != nil {
+		if r.info, r.infoErr = eng.cli.Info(readCtx, client.InfoOptions{}); r.infoErr != nil {
 			cancelImages()
 		}
 	})
-	for i, id := range imageIDs {
-		read(func() { images[i], imageErrs[i] = inspectImage(imageCtx, eng, id) })
+	for i, id := range r.imageIDs {
+		read(func() { r.images[i], r.imageErrs[i] = inspectImage(imageCtx, eng, id) })
 	}
 	wg.Wait()
-	err := verErr
-	unserved := err != nil && cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "client version")
+	return r
+}
+
+// apply keeps the reads' outcome in f, or returns the first failure in
+// report order.
+func (r *admissionReads) apply(ctx context.Context, eng *engine, f *admissionFacts) error {
+	err := r.verErr
+	r.unserved = err != nil && cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "client version")
 	switch {
-	case unserved:
-		// The daemon does not serve the pinned API version: the other
-		// reads' replies are discarded, whatever they were. Read
-		// /version and /info at its default version, only so that
-		// admission can report every failed row (the API version range
-		// among them); no image is inspected and nothing else is done at
-		// that version.
-		var v system.VersionResponse
-		if _, err := eng.getUnversioned(ctx, "/version", &v); err != nil {
-			return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
-		}
-		f.ver = client.ServerVersionResult{Version: v.Version, APIVersion: v.APIVersion, MinAPIVersion: v.MinAPIVersion,
-			Os: v.Os, Arch: v.Arch, Components: v.Components}
-		if _, err := eng.getUnversioned(ctx, "/info", &f.info); err != nil {
-			return nil, engineFailure(err, "read Engine /info at %s", eng.socket)
-		}
-		withImages = false
+	case r.unserved:
+		return r.readUnversioned(ctx, eng, f)
 	case err != nil:
-		return nil, engineFailure(err, "read Engine /version at %s", eng.socket)
-	case infoErr != nil:
-		return nil, engineFailure(infoErr, "read Engine /info at %s", eng.socket)
-	default:
-		f.info = infoRes.Info
-		for i, ierr := range imageErrs {
-			if ierr == nil {
-				continue
-			}
-			if i == 0 {
-				return nil, engineFailure(ierr, "inspect image %s", imageIDs[i])
-			}
-			return nil, engineFailure(ierr, "inspect dataset image %s", imageIDs[i])
-		}
-		if withImages {
-			f.image, f.datasets = images[0], images[1:]
-		}
+		return engineFailure(err, "read Engine /version at %s", eng.socket)
+	case r.infoErr != nil:
+		return engineFailure(r.infoErr, "read Engine /info at %s", eng.socket)
 	}
-	a := &Admission{Profile: prof.Name, Controller: controller.String(), Checks: f.evaluate(withImages), Engine: f.engineFacts()}
+	f.info = r.info.Info
+	for i, ierr := range r.imageErrs {
+		if ierr == nil {
+			continue
+		}
+		if i == 0 {
+			return engineFailure(ierr, "inspect image %s", r.imageIDs[i])
+		}
+		return engineFailure(ierr, "inspect dataset image %s", r.imageIDs[i])
+	}
+	if r.withImages {
+		f.image, f.datasets = r.images[0], r.images[1:]
+	}
+	return nil
+}
+
+// readUnversioned is apply when the daemon does not serve the pinned API
+// version: the other reads' replies are discarded, whatever they were.
+// It reads /version and /info at the daemon's default version, only so
+// that admission can report every failed row (the API version range among
+// them); no image is inspected and nothing else is done at that version.
+func (r *admissionReads) readUnversioned(ctx context.Context, eng *engine, f *admissionFacts) error {
+	var v system.VersionResponse
+	if _, err := eng.getUnversioned(ctx, "/version", &v); err != nil {
+		return engineFailure(err, "read Engine /version at %s", eng.socket)
+	}
+	f.ver = client.ServerVersionResult{Version: v.Version, APIVersion: v.APIVersion, MinAPIVersion: v.MinAPIVersion,
+		Os: v.Os, Arch: v.Arch, Components: v.Components}
+	if _, err := eng.getUnversioned(ctx, "/info", &f.info); err != nil {
+		return engineFailure(err, "read Engine /info at %s", eng.socket)
+	}
+	r.withImages = false
+	return nil
+}
+
+// admission evaluates the table over f and returns the Admission, with an
+// *AdmissionError when a row failed.
+func (r *admissionReads) admission(eng *engine, f *admissionFacts) (*Admission, error) {
+	prof := f.prof
+	a := &Admission{Profile: prof.Name, Controller: f.controller.String(), Checks: f.evaluate(r.withImages), Engine: f.engineFacts()}
 	a.Engine.ClientAPIVersion = eng.cli.ClientVersion()
-	if unserved && len(a.Failed()) == 0 {
+	if r.unserved && len(a.Failed()) == 0 {
 		// Never admitted without its image rows. An honest daemon that
 		// refuses the pin already fails a version row; one whose /version
 		// range claims the pin while refusing it fails this one.
-		a.Checks = append(a.Checks, Check{Name: "pinned API version served", Want: eng.cli.ClientVersion(), Got: err.Error()})
+		a.Checks = append(a.Checks, Check{Name: "pinned API version served", Want: eng.cli.ClientVersion(), Got: r.verErr.Error()})
 	}
 	if f.image != nil {
 		a.Image = ImageFacts{ID: f.image.ID, Os: f.image.Os, Architecture: f.image.Architecture,
