@@ -227,8 +227,58 @@ func (s *sandbox) cleanupContext(parent context.Context) (context.Context, conte
 	return context.WithTimeout(parent, s.b.cleanupTimeout(s.policy))
 }
 
+// acquire is Start's work, in steps (each checkpointed before its effect,
+// as create does):
+//
+//  1. admitEngine: the controller, the spill directory and the Engine's
+//     admission, then the record's verified authority (phase starting);
+//  2. createVolume: the storage volume;
+//  3. createNetwork: the private network, when the policy is outbound;
+//  4. createContainer: compute, verified against its request;
+//  5. startWithAccessor: compute started while the export accessor is
+//     created;
+//  6. running: the started compute verified, the effective policy
+//     derived from it, the record's phase running.
 func (s *sandbox) acquire(ctx context.Context) error {
-	b := s.b
+	a := &acquisition{s: s, b: s.b}
+	if err := a.admitEngine(ctx); err != nil {
+		return err
+	}
+	if err := a.createVolume(ctx); err != nil {
+		return err
+	}
+	if err := a.createNetwork(ctx); err != nil {
+		return err
+	}
+	computeID, err := a.createContainer(ctx, sandboxapi.RoleCompute)
+	if err != nil {
+		return err
+	}
+	started, err := a.startWithAccessor(ctx, computeID)
+	if err != nil {
+		return err
+	}
+	return a.running(ctx, started)
+}
+
+// acquisition is the state of one acquire as its steps fill it.
+type acquisition struct {
+	s   *sandbox
+	b   *Backend
+	eng *engine
+	adm *Admission
+	// record is the recovery record once the authority is verified: its
+	// labels and names are what every resource is created and read back
+	// with.
+	record    sandboxapi.RecoveryRecord
+	storage   sandboxapi.RecoveryResource
+	networkID string
+}
+
+// admitEngine checks the controller and the spill directory, admits the
+// Engine and records its verified authority (phase starting).
+func (a *acquisition) admitEngine(ctx context.Context) error {
+	b, s := a.b, a.s
 	if err := checkController(b.profile, b.controller); err != nil {
 		return err
 	}
@@ -239,95 +289,120 @@ func (s *sandbox) acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.eng = eng
 	adm, err := admit(ctx, eng, b.controller, b.profile, &b.cfg, true)
 	if err != nil {
 		return err
 	}
+	a.adm = adm
 	if err := s.checkpoint(ctx, func(r *sandboxapi.RecoveryRecord) {
 		r.Phase = sandboxapi.PhaseStarting
 		r.Authority = sandboxapi.Authority{Kind: sandboxapi.AuthorityVerified, BackendIdentity: adm.Engine.DaemonID}
 	}); err != nil {
 		return err
 	}
-	record := s.RecoveryRecord()
-	storage, _ := s.resource(sandboxapi.RoleStorage)
-	if _, err := s.create(ctx, eng, sandboxapi.RoleStorage, func(ctx context.Context) (string, error) {
-		res, err := eng.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: storage.Name, Driver: "local", Labels: resourceLabels(record, sandboxapi.RoleStorage)})
+	a.record = s.RecoveryRecord()
+	a.storage, _ = s.resource(sandboxapi.RoleStorage)
+	return nil
+}
+
+// createVolume creates the storage volume.
+func (a *acquisition) createVolume(ctx context.Context) error {
+	eng := a.eng
+	_, err := a.s.create(ctx, eng, sandboxapi.RoleStorage, func(ctx context.Context) (string, error) {
+		res, err := eng.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: a.storage.Name, Driver: "local", Labels: resourceLabels(a.record, sandboxapi.RoleStorage)})
 		return res.Volume.Name, err
-	}); err != nil {
-		return err
+	})
+	return err
+}
+
+// createNetwork creates the private bridge network when the record plans
+// one (outbound); an Engine warning on its create is an error.
+func (a *acquisition) createNetwork(ctx context.Context) error {
+	res, ok := a.s.resource(sandboxapi.RoleNetwork)
+	if !ok {
+		return nil
 	}
-	networkID := ""
-	if res, ok := s.resource(sandboxapi.RoleNetwork); ok {
-		f := false
-		in, err := s.create(ctx, eng, sandboxapi.RoleNetwork, func(ctx context.Context) (string, error) {
-			out, err := eng.cli.NetworkCreate(ctx, res.Name, client.NetworkCreateOptions{
-				Driver: "bridge", Scope: "local", EnableIPv6: &f, Labels: resourceLabels(record, sandboxapi.RoleNetwork),
-			})
-			if err == nil && len(out.Warning) > 0 {
-				return out.ID, &sandboxapi.UnsupportedError{Message: fmt.Sprintf("Engine warned on network create: %q", out.Warning)}
-			}
-			return out.ID, err
+	eng := a.eng
+	f := false
+	in, err := a.s.create(ctx, eng, sandboxapi.RoleNetwork, func(ctx context.Context) (string, error) {
+		out, err := eng.cli.NetworkCreate(ctx, res.Name, client.NetworkCreateOptions{
+			Driver: "bridge", Scope: "local", EnableIPv6: &f, Labels: resourceLabels(a.record, sandboxapi.RoleNetwork),
 		})
-		if err != nil {
-			return err
+		if err == nil && len(out.Warning) > 0 {
+			return out.ID, &sandboxapi.UnsupportedError{Message: fmt.Sprintf("Engine warned on network create: %q", out.Warning)}
 		}
-		networkID = in.id
-	}
-	platform := &ocispec.Platform{OS: "linux", Architecture: b.profile.Image.Architecture}
-	// createContainer creates the container of role and verifies the
-	// create's own readback against the request: one inspect per create.
-	createContainer := func(role sandboxapi.Role) (string, error) {
-		res, _ := s.resource(role)
-		spec := b.workloadSpec(record, s.policy, role, storage.Name, networkID)
-		in, err := s.create(ctx, eng, role, func(ctx context.Context) (string, error) {
-			out, err := eng.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-				Name: res.Name, Config: spec.config, HostConfig: spec.host,
-				NetworkingConfig: &network.NetworkingConfig{}, Platform: platform,
-			})
-			mounts := 0
-			if role == sandboxapi.RoleCompute {
-				mounts = len(b.cfg.Datasets)
-			}
-			if err == nil && !acceptableCreateWarnings(out.Warnings, mounts) {
-				return out.ID, &CreateWarningError{Role: role, Datasets: mounts, Warnings: out.Warnings}
-			}
-			return out.ID, err
-		})
-		if err != nil {
-			return "", err
-		}
-		if err := b.verifyContainer(*in.container, record, s.policy, role, storage.Name, networkID, false); err != nil {
-			return "", err
-		}
-		return in.id, nil
-	}
-	computeID, err := createContainer(sandboxapi.RoleCompute)
+		return out.ID, err
+	})
 	if err != nil {
 		return err
 	}
-	// The export accessor depends on the volume only, compute's start
-	// depends on compute only: create the accessor while compute is
-	// prepared, started and read back. Both finish before Start returns
-	// (also on failure, so cleanup never races a create), and the compute
-	// create is dispatched first, so the Engine sees the same create order.
+	a.networkID = in.id
+	return nil
+}
+
+// createContainer creates the container of role and verifies the
+// create's own readback against the request: one inspect per create.
+// Create warnings other than the dataset mounts' are an error.
+func (a *acquisition) createContainer(ctx context.Context, role sandboxapi.Role) (string, error) {
+	b, s, eng := a.b, a.s, a.eng
+	platform := &ocispec.Platform{OS: "linux", Architecture: b.profile.Image.Architecture}
+	res, _ := s.resource(role)
+	spec := b.workloadSpec(a.record, s.policy, role, a.storage.Name, a.networkID)
+	in, err := s.create(ctx, eng, role, func(ctx context.Context) (string, error) {
+		out, err := eng.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name: res.Name, Config: spec.config, HostConfig: spec.host,
+			NetworkingConfig: &network.NetworkingConfig{}, Platform: platform,
+		})
+		mounts := 0
+		if role == sandboxapi.RoleCompute {
+			mounts = len(b.cfg.Datasets)
+		}
+		if err == nil && !acceptableCreateWarnings(out.Warnings, mounts) {
+			return out.ID, &CreateWarningError{Role: role, Datasets: mounts, Warnings: out.Warnings}
+		}
+		return out.ID, err
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := b.verifyContainer(*in.container, a.record, s.policy, role, a.storage.Name, a.networkID, false); err != nil {
+		return "", err
+	}
+	return in.id, nil
+}
+
+// startWithAccessor starts compute while it creates the export accessor:
+// the accessor depends on the volume only, compute's start on compute
+// only. Both finish before it returns (also on failure, so cleanup never
+// races a create), and the compute create was dispatched first, so the
+// Engine sees the same create order. A start failure is reported before
+// an accessor failure.
+func (a *acquisition) startWithAccessor(ctx context.Context, computeID string) (*inspection, error) {
 	var started *inspection
 	var startErr, exportErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { _, exportErr = createContainer(sandboxapi.RoleExport) })
-	wg.Go(func() { started, startErr = s.startCompute(ctx, eng, computeID) })
+	wg.Go(func() { _, exportErr = a.createContainer(ctx, sandboxapi.RoleExport) })
+	wg.Go(func() { started, startErr = a.s.startCompute(ctx, a.eng, computeID) })
 	wg.Wait()
 	if startErr != nil {
-		return startErr
+		return nil, startErr
 	}
 	if exportErr != nil {
-		return exportErr
+		return nil, exportErr
 	}
-	if err := b.verifyContainer(*started.container, record, s.policy, sandboxapi.RoleCompute, storage.Name, networkID, true); err != nil {
+	return started, nil
+}
+
+// running verifies the started compute, derives the effective policy
+// from it and records the phase running.
+func (a *acquisition) running(ctx context.Context, started *inspection) error {
+	s := a.s
+	if err := a.b.verifyContainer(*started.container, a.record, s.policy, sandboxapi.RoleCompute, a.storage.Name, a.networkID, true); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.effective = effectiveFrom(adm.Engine.DaemonID, *started.container)
+	s.effective = effectiveFrom(a.adm.Engine.DaemonID, *started.container)
 	s.mu.Unlock()
 	if err := s.effective.Validate(); err != nil {
 		return fmt.Errorf("driver: effective policy: %w", err)
