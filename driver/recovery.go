@@ -97,47 +97,81 @@ func (b *Backend) Reconcile(ctx context.Context, record sandboxapi.RecoveryRecor
 		return sandboxapi.Reconciliation{Kind: sandboxapi.ReconciliationConflict,
 			Reason: fmt.Sprintf("record belongs to daemon %q, the Engine at %s is %q", record.Authority.BackendIdentity, b.socket, daemonID)}, nil
 	}
-	current := record.Clone()
-	present, uncertain := false, false
+	// Then each resource is looked for (find), and the outcome judged
+	// (outcome).
+	r := &reconciling{record: record, current: record.Clone()}
 	for _, res := range record.Resources {
-		ref := res.Name
-		if res.Identity.Kind == sandboxapi.IdentityIdentified {
-			ref = res.Identity.ID
-		}
-		in, err := inspectResource(ctx, eng, res.Role, ref)
-		var state *sandboxapi.StateError
-		if errors.As(err, &state) {
-			return sandboxapi.Reconciliation{Kind: sandboxapi.ReconciliationConflict, Reason: state.Message}, nil
-		}
+		reason, conflict, err := r.find(ctx, eng, res)
 		if err != nil {
 			return sandboxapi.Reconciliation{}, err
 		}
-		if in == nil {
-			if res.Identity.Kind == sandboxapi.IdentityCreating {
-				uncertain = true
-			}
-			continue
-		}
-		if res.Identity.Kind == sandboxapi.IdentityPlanned {
-			return sandboxapi.Reconciliation{Kind: sandboxapi.ReconciliationConflict,
-				Reason: fmt.Sprintf("planned %s resource name %s is already present (%s); recover from the latest durable record after the previous controller is quiescent", res.Role, res.Name, in.id)}, nil
-		}
-		if err := checkOwned(in, record, res); err != nil {
-			return sandboxapi.Reconciliation{Kind: sandboxapi.ReconciliationConflict, Reason: err.Error()}, nil
-		}
-		present = true
-		if res.Identity.Kind == sandboxapi.IdentityCreating {
-			setIdentity(res.Role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityIdentified, ID: in.id, Fingerprint: in.fingerprint})(&current)
+		if conflict {
+			return sandboxapi.Reconciliation{Kind: sandboxapi.ReconciliationConflict, Reason: reason}, nil
 		}
 	}
+	return b.outcome(r)
+}
+
+// reconciling is the state of one Reconcile over the record's resources.
+type reconciling struct {
+	record sandboxapi.RecoveryRecord
+	// current is record with each "creating" identity found by exact name
+	// advanced to "identified".
+	current sandboxapi.RecoveryRecord
+	// present: some resource exists; uncertain: a "creating" resource's
+	// name is absent.
+	present, uncertain bool
+}
+
+// find inspects res by ID once identified, else by its exact name. It
+// reports a conflict, with its reason, when res exists but is not the
+// record's: planned yet present, or not owned (checkOwned or an Engine
+// state inspectResource refuses).
+func (r *reconciling) find(ctx context.Context, eng *engine, res sandboxapi.RecoveryResource) (string, bool, error) {
+	ref := res.Name
+	if res.Identity.Kind == sandboxapi.IdentityIdentified {
+		ref = res.Identity.ID
+	}
+	in, err := inspectResource(ctx, eng, res.Role, ref)
+	var state *sandboxapi.StateError
+	if errors.As(err, &state) {
+		return state.Message, true, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if in == nil {
+		if res.Identity.Kind == sandboxapi.IdentityCreating {
+			r.uncertain = true
+		}
+		return "", false, nil
+	}
+	if res.Identity.Kind == sandboxapi.IdentityPlanned {
+		return fmt.Sprintf("planned %s resource name %s is already present (%s); recover from the latest durable record after the previous controller is quiescent", res.Role, res.Name, in.id), true, nil
+	}
+	if err := checkOwned(in, r.record, res); err != nil {
+		return err.Error(), true, nil
+	}
+	r.present = true
+	if res.Identity.Kind == sandboxapi.IdentityCreating {
+		setIdentity(res.Role, sandboxapi.ResourceIdentity{Kind: sandboxapi.IdentityIdentified, ID: in.id, Fingerprint: in.fingerprint})(&r.current)
+	}
+	return "", false, nil
+}
+
+// outcome is the reconciliation once every resource was looked for:
+// absent when none exists and none is uncertain, else uncertain or
+// matched with a cleanup owner of the advanced record.
+func (b *Backend) outcome(r *reconciling) (sandboxapi.Reconciliation, error) {
+	current := r.current
 	if err := current.Validate(); err != nil {
 		return sandboxapi.Reconciliation{}, fmt.Errorf("driver: advanced recovery record is invalid: %w", err)
 	}
-	if !present && !uncertain {
+	if !r.present && !r.uncertain {
 		return sandboxapi.Reconciliation{Kind: sandboxapi.ReconciliationAbsent, Record: current}, nil
 	}
 	kind := sandboxapi.ReconciliationMatched
-	if uncertain {
+	if r.uncertain {
 		kind = sandboxapi.ReconciliationUncertain
 	}
 	return sandboxapi.Reconciliation{Kind: kind, Owner: b.cleanupOwner(current)}, nil
