@@ -134,6 +134,9 @@ var phases = []Phase{PhaseReserved, PhaseStarting, PhaseRunning, PhaseStopping, 
 
 var roles = []Role{RoleCompute, RoleStorage, RoleExport, RoleNetwork}
 
+// check adds r's issues to l, field by field in the record's order: the
+// format and identities, the digests, the phase, the authority, then the
+// resources (checkResource) and the authority they require.
 func (r RecoveryRecord) check(l *issueList) {
 	if r.Format != RecoveryFormat {
 		l.add([]string{"format"}, "must be %q", RecoveryFormat)
@@ -153,56 +156,73 @@ func (r RecoveryRecord) check(l *issueList) {
 	if !slices.Contains(phases, r.Phase) {
 		l.add([]string{"phase"}, "must be one of %v", phases)
 	}
-	switch r.Authority.Kind {
-	case AuthorityUnverified:
-		if r.Authority.BackendIdentity != "" {
-			l.add([]string{"authority", "backendIdentity"}, "not allowed when kind is %q", AuthorityUnverified)
-		}
-	case AuthorityVerified:
-		l.identity([]string{"authority", "backendIdentity"}, r.Authority.BackendIdentity, MaxIdentityBytes)
-	default:
-		l.add([]string{"authority", "kind"}, "must be %q or %q", AuthorityUnverified, AuthorityVerified)
-	}
+	r.Authority.check(l)
 	if len(r.Resources) < 1 || len(r.Resources) > 4 {
 		l.add([]string{"resources"}, "must hold 1 to 4 resources, got %d", len(r.Resources))
 	}
 	allPlanned := true
 	for i, res := range r.Resources {
-		path := []string{"resources", itoa(i)}
-		if !slices.Contains(roles, res.Role) {
-			l.add(at(path, "role"), "must be one of %v", roles)
-		} else if slices.ContainsFunc(r.Resources[:i], func(o RecoveryResource) bool { return o.Role == res.Role }) {
-			l.add(at(path, "role"), "duplicate role %q", res.Role)
-		}
-		if !ValidIdentity(res.Name, MaxIdentityBytes) {
-			l.identity(at(path, "name"), res.Name, MaxIdentityBytes)
-		} else if slices.ContainsFunc(r.Resources[:i], func(o RecoveryResource) bool { return o.Name == res.Name }) {
-			l.add(at(path, "name"), "duplicate name %s", quote(res.Name))
-		}
-		id := res.Identity
-		ipath := at(path, "identity")
-		switch id.Kind {
-		case IdentityPlanned, IdentityCreating:
-			if id.ID != "" {
-				l.add(at(ipath, "id"), "not allowed when kind is %q", id.Kind)
-			}
-			if id.Fingerprint != "" {
-				l.add(at(ipath, "fingerprint"), "not allowed when kind is %q", id.Kind)
-			}
-		case IdentityIdentified:
-			l.identity(at(ipath, "id"), id.ID, MaxIdentityBytes)
-			if !ValidDigest(id.Fingerprint) {
-				l.add(at(ipath, "fingerprint"), "must match ^sha256:[a-f0-9]{64}$")
-			}
-		default:
-			l.add(at(ipath, "kind"), "must be %q, %q or %q", IdentityPlanned, IdentityCreating, IdentityIdentified)
-		}
-		if id.Kind != IdentityPlanned {
+		res.check(l, i, r.Resources[:i])
+		if res.Identity.Kind != IdentityPlanned {
 			allPlanned = false
 		}
 	}
 	if r.Authority.Kind == AuthorityUnverified && (r.Phase != PhaseReserved || !allPlanned) {
 		l.add([]string{"authority"}, "entered resource operations require verified backend authority: unverified is only allowed in phase reserved with every resource planned")
+	}
+}
+
+// check adds the authority's issues to l: a known kind, and a backend
+// identity exactly when verified.
+func (a Authority) check(l *issueList) {
+	switch a.Kind {
+	case AuthorityUnverified:
+		if a.BackendIdentity != "" {
+			l.add([]string{"authority", "backendIdentity"}, "not allowed when kind is %q", AuthorityUnverified)
+		}
+	case AuthorityVerified:
+		l.identity([]string{"authority", "backendIdentity"}, a.BackendIdentity, MaxIdentityBytes)
+	default:
+		l.add([]string{"authority", "kind"}, "must be %q or %q", AuthorityUnverified, AuthorityVerified)
+	}
+}
+
+// check adds the issues of resource i to l: a known role and a valid
+// name, neither shared with an earlier resource, and its identity
+// (ResourceIdentity.check).
+func (res RecoveryResource) check(l *issueList, i int, earlier []RecoveryResource) {
+	path := []string{"resources", itoa(i)}
+	if !slices.Contains(roles, res.Role) {
+		l.add(at(path, "role"), "must be one of %v", roles)
+	} else if slices.ContainsFunc(earlier, func(o RecoveryResource) bool { return o.Role == res.Role }) {
+		l.add(at(path, "role"), "duplicate role %q", res.Role)
+	}
+	if !ValidIdentity(res.Name, MaxIdentityBytes) {
+		l.identity(at(path, "name"), res.Name, MaxIdentityBytes)
+	} else if slices.ContainsFunc(earlier, func(o RecoveryResource) bool { return o.Name == res.Name }) {
+		l.add(at(path, "name"), "duplicate name %s", quote(res.Name))
+	}
+	res.Identity.check(l, at(path, "identity"))
+}
+
+// check adds the identity's issues at ipath to l: no ID or fingerprint
+// while planned or creating, both once identified, a known kind.
+func (id ResourceIdentity) check(l *issueList, ipath []string) {
+	switch id.Kind {
+	case IdentityPlanned, IdentityCreating:
+		if id.ID != "" {
+			l.add(at(ipath, "id"), "not allowed when kind is %q", id.Kind)
+		}
+		if id.Fingerprint != "" {
+			l.add(at(ipath, "fingerprint"), "not allowed when kind is %q", id.Kind)
+		}
+	case IdentityIdentified:
+		l.identity(at(ipath, "id"), id.ID, MaxIdentityBytes)
+		if !ValidDigest(id.Fingerprint) {
+			l.add(at(ipath, "fingerprint"), "must match ^sha256:[a-f0-9]{64}$")
+		}
+	default:
+		l.add(at(ipath, "kind"), "must be %q, %q or %q", IdentityPlanned, IdentityCreating, IdentityIdentified)
 	}
 }
 
