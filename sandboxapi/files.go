@@ -285,6 +285,10 @@ func (s *dirSource) fail(err error) (Entry, io.Reader, error) {
 	return Entry{}, nil, err
 }
 
+// Next returns the next entry in pre-order. The steps: the sticky error,
+// the previous file closed, the root opened on the first call; then the
+// next directory entry (nextDirEntry) as an entry (entry), or io.EOF once
+// every directory is read.
 func (s *dirSource) Next() (Entry, io.Reader, error) {
 	if s.err != nil {
 		return Entry{}, nil, s.err
@@ -301,12 +305,27 @@ func (s *dirSource) Next() (Entry, io.Reader, error) {
 		}
 		s.stack = append(s.stack, dirLevel{f: f})
 	}
+	de, rel, err := s.nextDirEntry()
+	if err != nil {
+		return s.fail(err)
+	}
+	if de == nil {
+		s.err = io.EOF
+		return Entry{}, nil, io.EOF
+	}
+	return s.entry(de, rel)
+}
+
+// nextDirEntry returns the next directory entry of the innermost open
+// directory and its slash-separated path under the root, closing each
+// directory it exhausts; nil once none is left.
+func (s *dirSource) nextDirEntry() (os.DirEntry, string, error) {
 	for len(s.stack) > 0 {
 		top := &s.stack[len(s.stack)-1]
 		if len(top.buf) == 0 {
 			ents, err := top.f.ReadDir(256)
 			if err != nil && err != io.EOF {
-				return s.fail(fmt.Errorf("sandbox: source %s: %w", filepath.Join(s.root, top.rel), err))
+				return nil, "", fmt.Errorf("sandbox: source %s: %w", filepath.Join(s.root, top.rel), err)
 			}
 			if len(ents) == 0 {
 				top.f.Close()
@@ -321,45 +340,51 @@ func (s *dirSource) Next() (Entry, io.Reader, error) {
 		if top.rel != "" {
 			rel = top.rel + "/" + rel
 		}
-		host := filepath.Join(s.root, filepath.FromSlash(rel))
-		if _, err := ParseRelativePath(rel); err != nil {
+		return de, rel, nil
+	}
+	return nil, "", nil
+}
+
+// entry makes directory entry de, at rel, an entry: a directory is
+// descended into, a regular file (at most MaxTransferFileBytes) opened
+// for its body, anything else refused. Nothing is followed.
+func (s *dirSource) entry(de os.DirEntry, rel string) (Entry, io.Reader, error) {
+	host := filepath.Join(s.root, filepath.FromSlash(rel))
+	if _, err := ParseRelativePath(rel); err != nil {
+		return s.fail(fmt.Errorf("sandbox: source %s: %w", host, err))
+	}
+	switch de.Type() {
+	case fs.ModeDir:
+		f, err := openNoFollow(host, true)
+		if err != nil {
 			return s.fail(fmt.Errorf("sandbox: source %s: %w", host, err))
 		}
-		switch de.Type() {
-		case fs.ModeDir:
-			f, err := openNoFollow(host, true)
-			if err != nil {
-				return s.fail(fmt.Errorf("sandbox: source %s: %w", host, err))
-			}
-			st, err := f.Stat()
-			if err != nil {
-				f.Close()
-				return s.fail(fmt.Errorf("sandbox: source %s: %w", host, err))
-			}
-			s.stack = append(s.stack, dirLevel{f: f, rel: rel})
-			return Entry{Path: rel, Kind: EntryDir, Mode: st.Mode().Perm()}, nil, nil
-		case 0:
-			f, err := openNoFollow(host, false)
-			if err != nil {
-				return s.fail(fmt.Errorf("sandbox: source %s: %w", host, err))
-			}
-			st, err := f.Stat()
-			if err != nil || !st.Mode().IsRegular() {
-				f.Close()
-				return s.fail(fmt.Errorf("sandbox: source %s: not a regular file (%v)", host, err))
-			}
-			if st.Size() > MaxTransferFileBytes {
-				f.Close()
-				return s.fail(&ValidationError{Issues: []Issue{{Path: []string{"source", rel}, Message: fmt.Sprintf("%d bytes exceed 8 GiB - 1", st.Size())}}})
-			}
-			s.file = f
-			return Entry{Path: rel, Kind: EntryFile, Mode: st.Mode().Perm(), Size: st.Size()}, &exactReader{r: f, left: st.Size(), name: host}, nil
-		default:
-			return s.fail(&ValidationError{Issues: []Issue{{Path: []string{"source", rel}, Message: fmt.Sprintf("%s is a %v, only regular files and directories are transferred (links are never followed)", host, de.Type())}}})
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return s.fail(fmt.Errorf("sandbox: source %s: %w", host, err))
 		}
+		s.stack = append(s.stack, dirLevel{f: f, rel: rel})
+		return Entry{Path: rel, Kind: EntryDir, Mode: st.Mode().Perm()}, nil, nil
+	case 0:
+		f, err := openNoFollow(host, false)
+		if err != nil {
+			return s.fail(fmt.Errorf("sandbox: source %s: %w", host, err))
+		}
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			f.Close()
+			return s.fail(fmt.Errorf("sandbox: source %s: not a regular file (%v)", host, err))
+		}
+		if st.Size() > MaxTransferFileBytes {
+			f.Close()
+			return s.fail(&ValidationError{Issues: []Issue{{Path: []string{"source", rel}, Message: fmt.Sprintf("%d bytes exceed 8 GiB - 1", st.Size())}}})
+		}
+		s.file = f
+		return Entry{Path: rel, Kind: EntryFile, Mode: st.Mode().Perm(), Size: st.Size()}, &exactReader{r: f, left: st.Size(), name: host}, nil
+	default:
+		return s.fail(&ValidationError{Issues: []Issue{{Path: []string{"source", rel}, Message: fmt.Sprintf("%s is a %v, only regular files and directories are transferred (links are never followed)", host, de.Type())}}})
 	}
-	s.err = io.EOF
-	return Entry{}, nil, io.EOF
 }
 
 func openNoFollow(path string, dir bool) (*os.File, error) {
