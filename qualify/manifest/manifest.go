@@ -196,89 +196,140 @@ func Parse(file string, data []byte, v Validator) (*Manifest, error) {
 	sum := sha256.Sum256(data)
 	m := &Manifest{Path: file, SHA256: hex.EncodeToString(sum[:]), User: DefaultUser, Namespace: DefaultNamespace}
 	var is issues
-	fail := func() (*Manifest, error) { return nil, &Error{File: file, Issues: is} }
-	limit := func(l *LimitError) (*Manifest, error) {
-		return nil, &Error{File: file, Issues: []Issue{{Line: l.Line, Problem: l.Error()}}, Limit: l}
+	top, err := parseTop(file, data, &is)
+	if err != nil {
+		return nil, err
 	}
+	// Then each top-level field, in documentation order, every problem
+	// kept.
+	m.parseProfile(top, &is)
+	m.parseEngine(top, &is)
+	m.parseImage(top, &is)
+	m.parseUser(top, &is)
+	m.parseNamespace(top, &is)
+	m.Output = str(top, "output", "", &is, false)
+	m.parsePolicy(top, &is)
+	m.parseScenarios(top, v, &is)
+	if len(is) > 0 {
+		return nil, &Error{File: file, Issues: is}
+	}
+	return m, nil
+}
 
+// parseTop checks data's bounds and shape (one YAML mapping) and indexes
+// its top-level fields. A bound crossed or a document that is not a
+// mapping is an *Error, the only problem reported.
+func parseTop(file string, data []byte, is *issues) (map[string]*yaml.Node, error) {
+	limit := func(l *LimitError) error {
+		return &Error{File: file, Issues: []Issue{{Line: l.Line, Problem: l.Error()}}, Limit: l}
+	}
 	if len(data) > MaxBytes {
-		return limit(&LimitError{Limit: "MaxBytes", Max: MaxBytes})
+		return nil, limit(&LimitError{Limit: "MaxBytes", Max: MaxBytes})
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		is.add("", 0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
-		return fail()
+		return nil, &Error{File: file, Issues: *is}
 	}
 	if l := checkBounds(&root); l != nil {
-		return limit(l)
+		return nil, limit(l)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
 		is.add("", 0, "want one YAML mapping with fields %s", strings.Join(topFields, ", "))
-		return fail()
+		return nil, &Error{File: file, Issues: *is}
 	}
-	top := fields(root.Content[0], "", topFields, &is)
+	return fields(root.Content[0], "", topFields, is), nil
+}
 
-	m.Profile = str(top, "profile", "", &is, true)
+// parseProfile reads profile: required, a known profile.
+func (m *Manifest) parseProfile(top map[string]*yaml.Node, is *issues) {
+	m.Profile = str(top, "profile", "", is, true)
 	if m.Profile != "" && !slices.Contains(profiles.Names(), m.Profile) {
 		is.add("profile", top["profile"].Line, "unknown profile %q: allowed %s", m.Profile, strings.Join(profiles.Names(), ", "))
 	}
+}
 
-	if n, ok := top["engine"]; !ok {
+// parseEngine reads engine: required, a mapping whose endpoint is
+// required and passes CheckEndpoint.
+func (m *Manifest) parseEngine(top map[string]*yaml.Node, is *issues) {
+	n, ok := top["engine"]
+	if !ok {
 		is.add("engine", 0, "required (engine.endpoint, e.g. unix:///var/run/docker.sock)")
-	} else if n.Kind != yaml.MappingNode {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
 		is.add("engine", n.Line, "want a mapping with field endpoint")
-	} else {
-		eng := fields(n, "engine", []string{"endpoint"}, &is)
-		m.Endpoint = str(eng, "endpoint", "engine.", &is, true)
-		if m.Endpoint != "" {
-			if err := CheckEndpoint(m.Endpoint); err != nil {
-				is.add("engine.endpoint", eng["endpoint"].Line, "%s", err)
-			}
+		return
+	}
+	eng := fields(n, "engine", []string{"endpoint"}, is)
+	m.Endpoint = str(eng, "endpoint", "engine.", is, true)
+	if m.Endpoint != "" {
+		if err := CheckEndpoint(m.Endpoint); err != nil {
+			is.add("engine.endpoint", eng["endpoint"].Line, "%s", err)
 		}
 	}
+}
 
-	m.Image = str(top, "image", "", &is, true)
+// parseImage reads image: required, ImageBuild or an exact image ID.
+func (m *Manifest) parseImage(top map[string]*yaml.Node, is *issues) {
+	m.Image = str(top, "image", "", is, true)
 	if m.Image != "" && m.Image != ImageBuild && !imageIDPattern.MatchString(m.Image) {
 		is.add("image", top["image"].Line, "%q: want %q or an exact image ID sha256:<64 lowercase hex>", m.Image, ImageBuild)
 	}
+}
 
-	if n, ok := top["user"]; ok {
-		if n.Kind != yaml.MappingNode {
-			is.add("user", n.Line, "want a mapping with fields uid, gid")
-		} else {
-			u := fields(n, "user", []string{"uid", "gid"}, &is)
-			m.User.UID = id(u, "uid", &is, m.User.UID)
-			m.User.GID = id(u, "gid", &is, m.User.GID)
-		}
+// parseUser reads user, when present: a mapping of uid and gid, each
+// defaulting to DefaultUser's.
+func (m *Manifest) parseUser(top map[string]*yaml.Node, is *issues) {
+	n, ok := top["user"]
+	if !ok {
+		return
 	}
-
-	if _, ok := top["namespace"]; ok {
-		m.Namespace = str(top, "namespace", "", &is, true)
-		if m.Namespace != "" && (!sandboxapi.ValidIdentity(m.Namespace, MaxNamespacePrefixBytes)) {
-			is.add("namespace", top["namespace"].Line, "%q: want 1 to %d bytes without whitespace, control characters, '/' or '\\'", m.Namespace, MaxNamespacePrefixBytes)
-		}
+	if n.Kind != yaml.MappingNode {
+		is.add("user", n.Line, "want a mapping with fields uid, gid")
+		return
 	}
-	m.Output = str(top, "output", "", &is, false)
+	u := fields(n, "user", []string{"uid", "gid"}, is)
+	m.User.UID = id(u, "uid", is, m.User.UID)
+	m.User.GID = id(u, "gid", is, m.User.GID)
+}
 
-	if n, ok := top["policy"]; !ok {
+// parseNamespace reads namespace, when present: an identity of at most
+// MaxNamespacePrefixBytes.
+func (m *Manifest) parseNamespace(top map[string]*yaml.Node, is *issues) {
+	if _, ok := top["namespace"]; !ok {
+		return
+	}
+	m.Namespace = str(top, "namespace", "", is, true)
+	if m.Namespace != "" && (!sandboxapi.ValidIdentity(m.Namespace, MaxNamespacePrefixBytes)) {
+		is.add("namespace", top["namespace"].Line, "%q: want 1 to %d bytes without whitespace, control characters, '/' or '\\'", m.Namespace, MaxNamespacePrefixBytes)
+	}
+}
+
+// parsePolicy reads policy: required, a sandbox policy.
+func (m *Manifest) parsePolicy(top map[string]*yaml.Node, is *issues) {
+	n, ok := top["policy"]
+	if !ok {
 		is.add("policy", 0, "required: a sandbox policy (resources, temporaryStorage, network, deadlines, transfers, streams)")
-	} else {
-		m.Policy = policy(n, &is)
+		return
 	}
+	m.Policy = policy(n, is)
+}
 
-	if n, ok := top["scenarios"]; !ok {
+// parseScenarios reads scenarios: required, a non-empty list of entries
+// that v validates.
+func (m *Manifest) parseScenarios(top map[string]*yaml.Node, v Validator, is *issues) {
+	n, ok := top["scenarios"]
+	switch {
+	case !ok:
 		is.add("scenarios", 0, "required: a list of {name, params}; allowed names %s", strings.Join(v.Names(), ", "))
-	} else if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+	case n.Kind != yaml.SequenceNode || len(n.Content) == 0:
 		is.add("scenarios", n.Line, "want a non-empty list of {name, params}")
-	} else {
+	default:
 		for i, item := range n.Content {
-			m.Scenarios = append(m.Scenarios, entry(item, fmt.Sprintf("scenarios[%d]", i), v, &is))
+			m.Scenarios = append(m.Scenarios, entry(item, fmt.Sprintf("scenarios[%d]", i), v, is))
 		}
 	}
-	if len(is) > 0 {
-		return fail()
-	}
-	return m, nil
 }
 
 // fields indexes a mapping's values by key, reporting unknown and
