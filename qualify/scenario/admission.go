@@ -80,7 +80,10 @@ func (a Admission) Validate(params map[string]any) error {
 	return err
 }
 
-// Run admits the manifest profile and each rejected profile.
+// Run admits the manifest profile and each rejected profile, in steps:
+// the requests, the manifest profile's admission with its rows
+// cross-checked against the Engine (admitOwn), then each profile that must
+// be rejected (rejectProfile).
 func (a Admission) Run(ctx context.Context, env *Env, params map[string]any, rec *Record) error {
 	p, err := a.params(params)
 	if err != nil {
@@ -92,7 +95,25 @@ func (a Admission) Run(ctx context.Context, env *Env, params map[string]any, rec
 	if p.AsController {
 		rec.Request("asController", true)
 	}
+	if err := admitOwn(ctx, env, rec); err != nil {
+		return err
+	}
+	rejections := map[string]any{}
+	for _, name := range p.Reject {
+		r, err := rejectProfile(ctx, env, rec, p, name)
+		if err != nil {
+			return err
+		}
+		rejections[name] = r
+	}
+	rec.Observe("rejections", rejections)
+	return nil
+}
 
+// admitOwn admits the manifest profile, checks each admission row and
+// that it was admitted, then cross-checks the admission against facts the
+// scenario reads from the Engine itself.
+func admitOwn(ctx context.Context, env *Env, rec *Record) error {
 	adm, err := admit(ctx, env, env.Profile)
 	var admErr *driver.AdmissionError
 	if err != nil && !errors.As(err, &admErr) {
@@ -103,60 +124,64 @@ func (a Admission) Run(ctx context.Context, env *Env, params map[string]any, rec
 		rec.Check(env.Profile+": "+c.Name, c.Want, c.Got, c.OK)
 	}
 	rec.Check(env.Profile+": admitted", "no AdmissionError", errText(err), err == nil)
-	if adm != nil {
-		prof, perr := profiles.Load(env.Profile)
-		if perr != nil {
-			return perr
-		}
-		ind, ierr := readIndependent(ctx, env)
-		if ierr != nil {
-			return ierr
-		}
-		rec.Observe("independent engine facts", ind)
-		for _, c := range crossCheck(adm, ind, prof, env.ImageID) {
-			rec.Check(c.Name, c.Want, c.Got, c.OK)
-		}
+	if adm == nil {
+		return nil
 	}
-
-	rejections := map[string]any{}
-	for _, name := range p.Reject {
-		var as *profiles.Platform
-		if p.AsController {
-			prof, err := profiles.Load(name)
-			if err != nil {
-				return err
-			}
-			as = &prof.Controller
-		}
-		adm, err := admitAs(ctx, env, name, as)
-		var admErr *driver.AdmissionError
-		if err != nil && !errors.As(err, &admErr) {
-			return fmt.Errorf("admit %s: %w", name, err)
-		}
-		var failed []string
-		if adm != nil {
-			for _, c := range adm.Failed() {
-				failed = append(failed, c.Name)
-			}
-		}
-		sort.Strings(failed)
-		rejections[name] = map[string]any{"admission": adm, "failed": failed, "error": errText(err)}
-		rec.Check(name+": rejected", "*driver.AdmissionError", errText(err), admErr != nil)
-		if admErr != nil {
-			var listed []string
-			for _, c := range admErr.Failed {
-				listed = append(listed, c.Name)
-			}
-			sort.Strings(listed)
-			rec.Equal(name+": AdmissionError lists every failed check", failed, listed)
-		}
-		rec.Check(name+": failed checks non-empty", "at least one", failed, len(failed) > 0)
-		for _, want := range p.MustFail {
-			rec.Check(name+": failed checks include "+want, want, failed, slices.Contains(failed, want))
-		}
+	prof, perr := profiles.Load(env.Profile)
+	if perr != nil {
+		return perr
 	}
-	rec.Observe("rejections", rejections)
+	ind, ierr := readIndependent(ctx, env)
+	if ierr != nil {
+		return ierr
+	}
+	rec.Observe("independent engine facts", ind)
+	for _, c := range crossCheck(adm, ind, prof, env.ImageID) {
+		rec.Check(c.Name, c.Want, c.Got, c.OK)
+	}
 	return nil
+}
+
+// rejectProfile admits profile name (as its own controller platform with
+// p.AsController) and checks it is rejected with an AdmissionError that
+// lists every failed row, among them each of p.MustFail. It returns the
+// rejection's evidence.
+func rejectProfile(ctx context.Context, env *Env, rec *Record, p AdmissionParams, name string) (map[string]any, error) {
+	var as *profiles.Platform
+	if p.AsController {
+		prof, err := profiles.Load(name)
+		if err != nil {
+			return nil, err
+		}
+		as = &prof.Controller
+	}
+	adm, err := admitAs(ctx, env, name, as)
+	var admErr *driver.AdmissionError
+	if err != nil && !errors.As(err, &admErr) {
+		return nil, fmt.Errorf("admit %s: %w", name, err)
+	}
+	var failed []string
+	if adm != nil {
+		for _, c := range adm.Failed() {
+			failed = append(failed, c.Name)
+		}
+	}
+	sort.Strings(failed)
+	r := map[string]any{"admission": adm, "failed": failed, "error": errText(err)}
+	rec.Check(name+": rejected", "*driver.AdmissionError", errText(err), admErr != nil)
+	if admErr != nil {
+		var listed []string
+		for _, c := range admErr.Failed {
+			listed = append(listed, c.Name)
+		}
+		sort.Strings(listed)
+		rec.Equal(name+": AdmissionError lists every failed check", failed, listed)
+	}
+	rec.Check(name+": failed checks non-empty", "at least one", failed, len(failed) > 0)
+	for _, want := range p.MustFail {
+		rec.Check(name+": failed checks include "+want, want, failed, slices.Contains(failed, want))
+	}
+	return r, nil
 }
 
 // admit runs Backend.Admit for profile with env's image and user.

@@ -350,13 +350,31 @@ func readInventory(ctx context.Context, cli *client.Client, id string) (MountInv
 // selected datasets: each requested exactly once (image type, exact image
 // ID, read-only, subpath as selected) and in effect read-only with the
 // image ID as its name and rprivate propagation; and no other image mount.
-// It returns one line per difference.
+// It returns one line per difference: the requested image mounts'
+// (requestedMountProblems), each selected dataset's
+// (datasetTargetProblems), then the effective image mounts not selected.
 func datasetMountProblems(inv MountInventory, datasets []driver.Dataset) []string {
-	var problems []string
 	wantTargets := map[string]driver.Dataset{}
 	for _, d := range datasets {
 		wantTargets["/datasets/"+d.Name] = d
 	}
+	problems := requestedMountProblems(inv, wantTargets)
+	for target, d := range wantTargets {
+		problems = append(problems, datasetTargetProblems(inv, target, d)...)
+	}
+	for _, e := range inv.Effective {
+		if _, ok := wantTargets[e.Destination]; !ok && e.Type == mount.TypeImage {
+			problems = append(problems, fmt.Sprintf("effective image mount at %s was not selected", e.Destination))
+		}
+	}
+	return problems
+}
+
+// requestedMountProblems checks each requested image mount is at a
+// selected dataset's target, from its exact image ID, read-only, with its
+// subpath.
+func requestedMountProblems(inv MountInventory, wantTargets map[string]driver.Dataset) []string {
+	var problems []string
 	for _, m := range inv.Requested {
 		if m.Type != mount.TypeImage {
 			continue
@@ -377,35 +395,35 @@ func datasetMountProblems(inv MountInventory, datasets []driver.Dataset) []strin
 			problems = append(problems, fmt.Sprintf("requested %s: source %s read-only %t subpath %q, want %s true %q", m.Target, m.Source, m.ReadOnly, sub, d.ImageID, wantSub))
 		}
 	}
-	for target, d := range wantTargets {
-		n := 0
-		for _, m := range inv.Requested {
-			if m.Target == target {
-				n++
-			}
-		}
-		if n != 1 {
-			problems = append(problems, fmt.Sprintf("requested %s: %d mounts, want 1", target, n))
-		}
-		var eff []container.MountPoint
-		for _, m := range inv.Effective {
-			if m.Destination == target {
-				eff = append(eff, m)
-			}
-		}
-		if len(eff) != 1 {
-			problems = append(problems, fmt.Sprintf("effective %s: %d mounts, want 1", target, len(eff)))
-			continue
-		}
-		e := eff[0]
-		if e.Type != mount.TypeImage || e.Name != d.ImageID || e.RW || e.Propagation != mount.PropagationRPrivate {
-			problems = append(problems, fmt.Sprintf("effective %s: type %s name %s rw %t propagation %q, want image %s false rprivate", target, e.Type, e.Name, e.RW, e.Propagation, d.ImageID))
+	return problems
+}
+
+// datasetTargetProblems checks dataset d's target holds exactly one
+// requested mount and one effective image mount: read-only, named by the
+// image ID, rprivate.
+func datasetTargetProblems(inv MountInventory, target string, d driver.Dataset) []string {
+	var problems []string
+	n := 0
+	for _, m := range inv.Requested {
+		if m.Target == target {
+			n++
 		}
 	}
-	for _, e := range inv.Effective {
-		if _, ok := wantTargets[e.Destination]; !ok && e.Type == mount.TypeImage {
-			problems = append(problems, fmt.Sprintf("effective image mount at %s was not selected", e.Destination))
+	if n != 1 {
+		problems = append(problems, fmt.Sprintf("requested %s: %d mounts, want 1", target, n))
+	}
+	var eff []container.MountPoint
+	for _, m := range inv.Effective {
+		if m.Destination == target {
+			eff = append(eff, m)
 		}
+	}
+	if len(eff) != 1 {
+		return append(problems, fmt.Sprintf("effective %s: %d mounts, want 1", target, len(eff)))
+	}
+	e := eff[0]
+	if e.Type != mount.TypeImage || e.Name != d.ImageID || e.RW || e.Propagation != mount.PropagationRPrivate {
+		problems = append(problems, fmt.Sprintf("effective %s: type %s name %s rw %t propagation %q, want image %s false rprivate", target, e.Type, e.Name, e.RW, e.Propagation, d.ImageID))
 	}
 	return problems
 }

@@ -91,9 +91,33 @@ func (s Isolation) Run(ctx context.Context, env *Env, params map[string]any, rec
 	return nil
 }
 
-// compareFacts records one check per isolation property.
+// compareFacts records one check per isolation property, in order: the
+// probe and identity (compareIdentity), mounts (compareMounts), network
+// interfaces, cgroup limits (compareCgroup), confinement
+// (compareConfinement), then the Engine's readback of the policy.
 func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver.User, prof profiles.Profile, eff sandboxapi.EffectivePolicy) {
-	cgroupVersion := prof.Cgroup.Version
+	compareIdentity(rec, f, user, prof)
+	compareMounts(rec, f, pol, user)
+	var names []string
+	for _, i := range f.Interfaces {
+		names = append(names, i.Name)
+	}
+	if pol.Network.Kind == sandboxapi.NetworkIsolated {
+		rec.Equal("interfaces (isolated)", []string{"lo"}, names)
+	} else {
+		rec.Check("interfaces (outbound)", "lo and one more", names, len(names) == 2)
+	}
+	compareCgroup(rec, f.Cgroup, pol, prof)
+	compareConfinement(rec, f, prof)
+	rec.Equal("effective resources (Engine readback)", pol.Resources, eff.Resources)
+	rec.Equal("effective temporaryStorage", pol.TemporaryStorage, eff.TemporaryStorage)
+	rec.Equal("effective network", pol.Network, eff.Network)
+	rec.Check("effective nonRoot, readOnlyRoot", "true true", fmt.Sprint(eff.NonRoot, eff.ReadOnlyRoot), eff.NonRoot && eff.ReadOnlyRoot)
+}
+
+// compareIdentity checks the facts' schema and errors, the architecture,
+// the workload's ids, capabilities, no_new_privs and seccomp mode.
+func compareIdentity(rec *Record, f facts.Facts, user driver.User, prof profiles.Profile) {
 	rec.Equal("facts schema", facts.Schema, f.Schema)
 	rec.Check("probe errors", "none", f.Errors, len(f.Errors) == 0)
 	// The workload runs as the profile's image architecture (natively, or
@@ -114,7 +138,12 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	rec.Equal("CapAmb", none, f.Status.CapAmb)
 	rec.Equal("NoNewPrivs", 1, f.Status.NoNewPrivs)
 	rec.Equal("Seccomp mode (2 = filter)", 2, f.Status.Seccomp)
+}
 
+// compareMounts checks the read-only root, the two tmpfs mounts (size,
+// mode, owner, options) and the writable workspace.
+func compareMounts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver.User) {
+	uid, gid := int(user.UID), int(user.GID)
 	mounts := map[string]facts.Mount{}
 	for _, m := range f.Mounts {
 		mounts[m.Path] = m
@@ -139,19 +168,12 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	ws := mounts[driver.WorkspacePath]
 	rec.Check("/workspace mount point", driver.WorkspacePath, ws.MountPoint, ws.Found && ws.MountPoint == driver.WorkspacePath)
 	rec.Check("/workspace writable", "rw", ws.MountOptions, ws.Found && !ws.ReadOnly)
+}
 
-	var names []string
-	for _, i := range f.Interfaces {
-		names = append(names, i.Name)
-	}
-	if pol.Network.Kind == sandboxapi.NetworkIsolated {
-		rec.Equal("interfaces (isolated)", []string{"lo"}, names)
-	} else {
-		rec.Check("interfaces (outbound)", "lo and one more", names, len(names) == 2)
-	}
-
-	cg := f.Cgroup
-	rec.Equal("cgroup version", cgroupVersion, cg.Version)
+// compareCgroup checks the cgroup version and the memory, swap, pids and
+// CPU limits the workload's cgroup holds.
+func compareCgroup(rec *Record, cg facts.Cgroup, pol sandboxapi.Policy, prof profiles.Profile) {
+	rec.Equal("cgroup version", prof.Cgroup.Version, cg.Version)
 	rec.Equal("memory limit bytes", pageFloor(pol.Resources.MemoryBytes), cg.MemoryLimitBytes)
 	if cg.Version == 1 {
 		rec.Equal("memory+swap limit bytes (v1 memsw)", pageFloor(pol.Resources.MemoryBytes), cg.MemoryAndSwapLimitBytes)
@@ -166,6 +188,11 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 	}
 	rec.Check("cpu quota/period", fmt.Sprintf("%g", pol.Resources.CPUs), gotCPUs,
 		quota != nil && period != nil && *quota == int64(math.Round(pol.Resources.CPUs*float64(*period))))
+}
+
+// compareConfinement checks PID 1 is the keeper, no user namespace can be
+// created, and the AppArmor and cgroup namespace confinement.
+func compareConfinement(rec *Record, f facts.Facts, prof profiles.Profile) {
 	rec.Equal("PID 1 cmdline (keeper)", KeeperCmdline, f.PID1Cmdline)
 	usernsGot, usernsRefused := facts.ReadUserns(f.UserNamespace, f.UserNamespaceControl)
 	rec.Check("unprivileged user namespace refused", "refused ("+strings.Join(facts.UsernsRefusals, ", ")+")", usernsGot, usernsRefused)
@@ -182,11 +209,6 @@ func compareFacts(rec *Record, f facts.Facts, pol sandboxapi.Policy, user driver
 		rec.Check("private cgroup namespace (/proc/self/cgroup at its root)", "every hierarchy at /", f.ProcSelfCgroup,
 			facts.AtCgroupNamespaceRoot(f.ProcSelfCgroup))
 	}
-
-	rec.Equal("effective resources (Engine readback)", pol.Resources, eff.Resources)
-	rec.Equal("effective temporaryStorage", pol.TemporaryStorage, eff.TemporaryStorage)
-	rec.Equal("effective network", pol.Network, eff.Network)
-	rec.Check("effective nonRoot, readOnlyRoot", "true true", fmt.Sprint(eff.NonRoot, eff.ReadOnlyRoot), eff.NonRoot && eff.ReadOnlyRoot)
 }
 
 // observePosture records, as facts of the sandbox and its host rather than
