@@ -284,8 +284,7 @@ func orWant(p *int, want int) int {
 func junitDocumentProblem(data []byte) error {
 	dec := xml.NewDecoder(bytes.NewReader(data))
 	dec.Strict = true
-	depth, roots := 0, 0
-	var open []string // the names of the elements enclosing the token
+	var j junitWalk
 	for {
 		offset := dec.InputOffset()
 		tok, err := dec.Token()
@@ -295,60 +294,88 @@ func junitDocumentProblem(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("not well-formed XML: %w", err)
 		}
-		switch tok := tok.(type) {
-		case xml.ProcInst:
-			if tok.Target != "xml" {
-				return fmt.Errorf("processing instruction <?%s?> at byte %d: only the XML declaration is allowed", tok.Target, offset)
-			}
-			if offset != 0 {
-				return fmt.Errorf("XML declaration at byte %d: it must start the document", offset)
-			}
-		case xml.Directive:
-			what, _, _ := strings.Cut(string(tok), " ")
-			return fmt.Errorf("<!%s> at byte %d: no DOCTYPE or other directive is allowed", what, offset)
-		case xml.StartElement:
-			if depth == 0 {
-				if roots++; roots > 1 {
-					return fmt.Errorf("second root element <%s> at byte %d: want one document", tok.Name.Local, offset)
-				}
-			}
-			depth++
-			if tok.Name.Space != "" {
-				return fmt.Errorf("element <%s:%s> at byte %d: namespaces are not allowed", tok.Name.Space, tok.Name.Local, offset)
-			}
-			parent := ""
-			if len(open) > 0 {
-				parent = open[len(open)-1]
-			}
-			open = append(open, tok.Name.Local)
-			attrs, known := junitLayout[[2]string{parent, tok.Name.Local}]
-			if !known {
-				return fmt.Errorf("element <%s> at byte %d inside %s: junit.xml holds only the elements JUnit writes (a reader may count a nested suite or a flaky or rerun element the gate does not read)", tok.Name.Local, offset, orRoot(parent))
-			}
-			seen := map[string]bool{}
-			for _, a := range tok.Attr {
-				if a.Name.Space != "" || a.Name.Local == "xmlns" {
-					return fmt.Errorf("<%s> at byte %d: namespaced attribute %s:%s is not allowed", tok.Name.Local, offset, a.Name.Space, a.Name.Local)
-				}
-				if seen[a.Name.Local] {
-					return fmt.Errorf("<%s> at byte %d: attribute %s repeated", tok.Name.Local, offset, a.Name.Local)
-				}
-				if !slices.Contains(attrs, a.Name.Local) {
-					return fmt.Errorf("<%s> at byte %d: attribute %s is not one JUnit writes there (a reader may take a status from it)", tok.Name.Local, offset, a.Name.Local)
-				}
-				seen[a.Name.Local] = true
-			}
-		case xml.EndElement:
-			depth--
-			open = open[:len(open)-1]
-		case xml.CharData:
-			if depth == 0 && len(bytes.TrimLeft(tok, " \t\r\n")) > 0 {
-				return fmt.Errorf("text %q at byte %d, outside the root element", truncate(string(tok), 20), offset)
-			}
+		if err := j.token(tok, offset); err != nil {
+			return err
 		}
 	}
-	if roots == 0 {
+	if j.roots == 0 {
 		return errors.New("no root element")
+	}
+	return nil
+}
+
+// junitWalk is junitDocumentProblem's state: the element depth, the root
+// elements met and the names of the elements enclosing the token.
+type junitWalk struct {
+	depth, roots int
+	open         []string
+}
+
+// token checks one token, read at byte offset.
+func (j *junitWalk) token(tok xml.Token, offset int64) error {
+	switch tok := tok.(type) {
+	case xml.ProcInst:
+		if tok.Target != "xml" {
+			return fmt.Errorf("processing instruction <?%s?> at byte %d: only the XML declaration is allowed", tok.Target, offset)
+		}
+		if offset != 0 {
+			return fmt.Errorf("XML declaration at byte %d: it must start the document", offset)
+		}
+	case xml.Directive:
+		what, _, _ := strings.Cut(string(tok), " ")
+		return fmt.Errorf("<!%s> at byte %d: no DOCTYPE or other directive is allowed", what, offset)
+	case xml.StartElement:
+		return j.start(tok, offset)
+	case xml.EndElement:
+		j.depth--
+		j.open = j.open[:len(j.open)-1]
+	case xml.CharData:
+		if j.depth == 0 && len(bytes.TrimLeft(tok, " \t\r\n")) > 0 {
+			return fmt.Errorf("text %q at byte %d, outside the root element", truncate(string(tok), 20), offset)
+		}
+	}
+	return nil
+}
+
+// start checks an element: the only root, no namespace, where junitLayout
+// allows it, with its attributes (junitAttrsProblem).
+func (j *junitWalk) start(tok xml.StartElement, offset int64) error {
+	if j.depth == 0 {
+		if j.roots++; j.roots > 1 {
+			return fmt.Errorf("second root element <%s> at byte %d: want one document", tok.Name.Local, offset)
+		}
+	}
+	j.depth++
+	if tok.Name.Space != "" {
+		return fmt.Errorf("element <%s:%s> at byte %d: namespaces are not allowed", tok.Name.Space, tok.Name.Local, offset)
+	}
+	parent := ""
+	if len(j.open) > 0 {
+		parent = j.open[len(j.open)-1]
+	}
+	j.open = append(j.open, tok.Name.Local)
+	attrs, known := junitLayout[[2]string{parent, tok.Name.Local}]
+	if !known {
+		return fmt.Errorf("element <%s> at byte %d inside %s: junit.xml holds only the elements JUnit writes (a reader may count a nested suite or a flaky or rerun element the gate does not read)", tok.Name.Local, offset, orRoot(parent))
+	}
+	return junitAttrsProblem(tok, offset, attrs)
+}
+
+// junitAttrsProblem checks an element's attributes: none namespaced or
+// repeated, each one of attrs.
+func junitAttrsProblem(tok xml.StartElement, offset int64, attrs []string) error {
+	seen := map[string]bool{}
+	for _, a := range tok.Attr {
+		if a.Name.Space != "" || a.Name.Local == "xmlns" {
+			return fmt.Errorf("<%s> at byte %d: namespaced attribute %s:%s is not allowed", tok.Name.Local, offset, a.Name.Space, a.Name.Local)
+		}
+		if seen[a.Name.Local] {
+			return fmt.Errorf("<%s> at byte %d: attribute %s repeated", tok.Name.Local, offset, a.Name.Local)
+		}
+		if !slices.Contains(attrs, a.Name.Local) {
+			return fmt.Errorf("<%s> at byte %d: attribute %s is not one JUnit writes there (a reader may take a status from it)", tok.Name.Local, offset, a.Name.Local)
+		}
+		seen[a.Name.Local] = true
 	}
 	return nil
 }
