@@ -40,7 +40,11 @@ func admissionRefused(r *Run) bool {
 // hostProblems re-evaluates the admission rules over the host facts r
 // recorded (driver.CheckEngineFacts, driver.CheckController) and says
 // where they contradict r's profile while r's admission does not record
-// the refusal, and where the admission contradicts itself.
+// the refusal, and where the admission contradicts itself. In order: the
+// controller, the admission's consistency with its facts
+// (admissionFactsProblem), the OCI runtime (runtimeProblems), the
+// admission's failed checks (admissionCheckProblems), the Engine facts
+// (engineFactProblems).
 func hostProblems(r *Run) []string {
 	prof, err := profiles.Load(r.Profile)
 	if err != nil {
@@ -55,33 +59,67 @@ func hostProblems(r *Run) []string {
 	if c := driver.CheckController(prof, r.Controller.OS, r.Controller.Arch); !c.OK {
 		out = append(out, fmt.Sprintf("controller %s contradicts profile %s: controller: want %s, got %s", c.Got, prof.Name, c.Want, c.Got))
 	}
-	a := r.Admission
 	noFacts := reflect.DeepEqual(r.Engine, driver.EngineFacts{})
+	if why := admissionFactsProblem(r.Admission, noFacts); why != "" {
+		out = append(out, why)
+	}
+	out = append(out, runtimeProblems(r, prof)...)
+	out = append(out, admissionCheckProblems(r.Admission)...)
+	if noFacts {
+		return out
+	}
+	return append(out, engineFactProblems(prof, r.Engine, r.Admission)...)
+}
+
+// admissionFactsProblem says where admission a contradicts itself or the
+// Engine facts' presence (noFacts: none recorded): ok with an error, ok
+// without facts, facts without an admission.
+func admissionFactsProblem(a Admission, noFacts bool) string {
 	switch {
 	case a.OK && a.Error != "":
-		out = append(out, fmt.Sprintf("admission ok, but with error %q", a.Error))
+		return fmt.Sprintf("admission ok, but with error %q", a.Error)
 	case a.OK && noFacts:
-		out = append(out, "admission ok without Engine facts")
+		return "admission ok without Engine facts"
 	case !noFacts && len(a.Checks) == 0 && a.Error == "":
-		out = append(out, "Engine facts recorded without an admission")
+		return "Engine facts recorded without an admission"
 	}
+	return ""
+}
+
+// runtimeProblems says where r's OCI runtime, when recorded, is not the
+// one profile prof requests or not one the Engine lists.
+func runtimeProblems(r *Run, prof profiles.Profile) []string {
+	var out []string
 	if r.Runtime != "" && r.Runtime != prof.Runtime {
 		out = append(out, fmt.Sprintf("OCI runtime %q contradicts profile %s, whose sandboxes request %q", r.Runtime, prof.Name, prof.Runtime))
 	}
 	if r.Runtime != "" && len(r.Engine.Runtimes) > 0 && !slices.ContainsFunc(r.Engine.Runtimes, func(nv string) bool { return strings.SplitN(nv, "=", 2)[0] == r.Runtime }) {
 		out = append(out, fmt.Sprintf("OCI runtime %q is not one the Engine lists (%s)", r.Runtime, strings.Join(r.Engine.Runtimes, ", ")))
 	}
-	recorded := map[string]driver.Check{}
+	return out
+}
+
+// admissionCheckProblems says where admission a is ok with a failed
+// check.
+func admissionCheckProblems(a Admission) []string {
+	var out []string
 	for _, c := range a.Checks {
-		recorded[c.Name] = c
 		if a.OK && !c.OK {
 			out = append(out, fmt.Sprintf("admission ok, but its check %q failed: want %s, got %s", c.Name, c.Want, c.Got))
 		}
 	}
-	if noFacts {
-		return out
+	return out
+}
+
+// engineFactProblems says where Engine facts e contradict profile prof
+// while admission a does not record the refusal.
+func engineFactProblems(prof profiles.Profile, e driver.EngineFacts, a Admission) []string {
+	recorded := map[string]driver.Check{}
+	for _, c := range a.Checks {
+		recorded[c.Name] = c
 	}
-	for _, c := range driver.CheckEngineFacts(prof, r.Engine) {
+	var out []string
+	for _, c := range driver.CheckEngineFacts(prof, e) {
 		if c.OK {
 			continue
 		}
@@ -173,6 +211,14 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // --endpoint may name another than m's). It returns one line per difference, nil when the report is what
 // m says.
 func ManifestProblems(s *Signed, m *manifest.Manifest) []string {
+	out := scenarioListProblems(s, m)
+	return append(out, runHeaderProblems(s.Run, m)...)
+}
+
+// scenarioListProblems compares the report's scenario runs with m's
+// entries, repeated: the count, then each run's name, repeat number and
+// recorded params.
+func scenarioListProblems(s *Signed, m *manifest.Manifest) []string {
 	r := s.Run
 	var out []string
 	repeat := 1
@@ -204,6 +250,13 @@ func ManifestProblems(s *Signed, m *manifest.Manifest) []string {
 			out = append(out, fmt.Sprintf("scenario %d %q params %s, but manifest %s entry %d params %s", sum.Index, sum.Name, got, m.Path, i%n+1, want))
 		}
 	}
+	return out
+}
+
+// runHeaderProblems compares the run header with m: policy, profile, a
+// Unix socket endpoint, user and image source.
+func runHeaderProblems(r *Run, m *manifest.Manifest) []string {
+	var out []string
 	if got, want := canonicalJSON(r.Policy), canonicalJSON(m.Policy); got != want {
 		out = append(out, fmt.Sprintf("policy %s, but manifest %s policy %s", got, m.Path, want))
 	}
