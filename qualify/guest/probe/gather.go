@@ -19,99 +19,155 @@ import (
 // (docs/contract.md#profiles-and-admission).
 var probedPaths = []string{"/", "/tmp", "/home/sandbox", "/workspace"}
 
+// gather reads every fact the probe reports, in steps, each adding its
+// failures to Errors and going on: identity, status, mounts, interfaces,
+// cgroups, the process's confinement and machine, user namespaces, then
+// the root write test.
 func gather() facts.Facts {
-	f := facts.Facts{Schema: facts.Schema}
-	fail := func(what string, err error) { f.Errors = append(f.Errors, what+": "+err.Error()) }
+	g := &gathering{f: facts.Facts{Schema: facts.Schema}}
+	g.identity()
+	g.status()
+	g.mounts()
+	g.interfaces()
+	g.cgroups()
+	g.process()
+	g.userNamespaces()
+	g.rootWrite()
+	return g.f
+}
 
+// gathering is the state of one gather: the facts so far.
+type gathering struct{ f facts.Facts }
+
+// fail records that reading what failed with err.
+func (g *gathering) fail(what string, err error) {
+	g.f.Errors = append(g.f.Errors, what+": "+err.Error())
+}
+
+// identity reads the process's ids and groups.
+func (g *gathering) identity() {
 	groups, err := os.Getgroups()
 	if err != nil {
-		fail("groups", err)
+		g.fail("groups", err)
 	}
 	if groups == nil {
 		groups = []int{}
 	}
-	f.Identity = facts.Identity{UID: os.Getuid(), GID: os.Getgid(), EUID: os.Geteuid(), EGID: os.Getegid(), Groups: groups}
+	g.f.Identity = facts.Identity{UID: os.Getuid(), GID: os.Getgid(), EUID: os.Geteuid(), EGID: os.Getegid(), Groups: groups}
+}
 
-	if data, err := os.ReadFile("/proc/self/status"); err != nil {
-		fail("status", err)
-	} else if f.Status, err = facts.ParseStatus(data); err != nil {
-		fail("status", err)
+// status reads /proc/self/status.
+func (g *gathering) status() {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		g.fail("status", err)
+		return
 	}
-
-	f.Mounts = []facts.Mount{}
-	if data, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
-		fail("mountinfo", err)
-	} else if entries, err := facts.ParseMountinfo(data); err != nil {
-		fail("mountinfo", err)
-	} else {
-		for _, p := range probedPaths {
-			f.Mounts = append(f.Mounts, facts.Covering(entries, p))
-		}
+	if g.f.Status, err = facts.ParseStatus(data); err != nil {
+		g.fail("status", err)
 	}
+}
 
-	f.Interfaces = []facts.Interface{}
-	if ifaces, err := net.Interfaces(); err != nil {
-		fail("interfaces", err)
-	} else {
-		for _, i := range ifaces {
-			addrs := []string{}
-			if as, err := i.Addrs(); err != nil {
-				fail("addrs "+i.Name, err)
-			} else {
-				for _, a := range as {
-					addrs = append(addrs, a.String())
-				}
+// mounts reads the mounts covering probedPaths.
+func (g *gathering) mounts() {
+	g.f.Mounts = []facts.Mount{}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		g.fail("mountinfo", err)
+		return
+	}
+	entries, err := facts.ParseMountinfo(data)
+	if err != nil {
+		g.fail("mountinfo", err)
+		return
+	}
+	for _, p := range probedPaths {
+		g.f.Mounts = append(g.f.Mounts, facts.Covering(entries, p))
+	}
+}
+
+// interfaces reads the network interfaces and their addresses.
+func (g *gathering) interfaces() {
+	g.f.Interfaces = []facts.Interface{}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		g.fail("interfaces", err)
+		return
+	}
+	for _, i := range ifaces {
+		addrs := []string{}
+		if as, err := i.Addrs(); err != nil {
+			g.fail("addrs "+i.Name, err)
+		} else {
+			for _, a := range as {
+				addrs = append(addrs, a.String())
 			}
-			f.Interfaces = append(f.Interfaces, facts.Interface{Name: i.Name, Flags: i.Flags.String(), Addrs: addrs})
 		}
+		g.f.Interfaces = append(g.f.Interfaces, facts.Interface{Name: i.Name, Flags: i.Flags.String(), Addrs: addrs})
 	}
+}
 
-	if f.Cgroup, err = facts.ReadCgroup(os.DirFS("/sys/fs/cgroup")); err != nil {
-		fail("cgroup", err)
+// cgroups reads the cgroup limits and /proc/self/cgroup.
+func (g *gathering) cgroups() {
+	var err error
+	if g.f.Cgroup, err = facts.ReadCgroup(os.DirFS("/sys/fs/cgroup")); err != nil {
+		g.fail("cgroup", err)
 	}
 	if data, err := os.ReadFile("/proc/self/cgroup"); err != nil {
-		fail("proc self cgroup", err)
+		g.fail("proc self cgroup", err)
 	} else {
-		f.ProcSelfCgroup = string(data)
+		g.f.ProcSelfCgroup = string(data)
 	}
-	if f.AppArmor, err = readAppArmor(); err != nil {
-		fail("apparmor", err)
+}
+
+// process reads the AppArmor label, the cgroup namespace, PID 1's command
+// line, the hostname and the machine.
+func (g *gathering) process() {
+	var err error
+	if g.f.AppArmor, err = readAppArmor(); err != nil {
+		g.fail("apparmor", err)
 	}
-	if f.CgroupNamespace, err = os.Readlink("/proc/self/ns/cgroup"); err != nil {
-		fail("cgroup namespace", err)
+	if g.f.CgroupNamespace, err = os.Readlink("/proc/self/ns/cgroup"); err != nil {
+		g.fail("cgroup namespace", err)
 	}
 	if data, err := os.ReadFile("/proc/1/cmdline"); err != nil {
-		fail("pid 1 cmdline", err)
+		g.fail("pid 1 cmdline", err)
 	} else {
-		f.PID1Cmdline = strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
+		g.f.PID1Cmdline = strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
 	}
-	if f.Hostname, err = os.Hostname(); err != nil {
-		fail("hostname", err)
+	if g.f.Hostname, err = os.Hostname(); err != nil {
+		g.fail("hostname", err)
 	}
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
-		fail("uname", err)
+		g.fail("uname", err)
 	} else {
-		f.Machine = unix.ByteSliceToString(u.Machine[:])
+		g.f.Machine = unix.ByteSliceToString(u.Machine[:])
 	}
+}
 
+// userNamespaces reads the user namespace sysctls and tries to create
+// one (with its control when that fails).
+func (g *gathering) userNamespaces() {
 	root := os.DirFS("/")
 	for _, p := range facts.UsernsSysctls {
-		f.UsernsSysctls = append(f.UsernsSysctls, facts.ReadSysctl(root, p))
+		g.f.UsernsSysctls = append(g.f.UsernsSysctls, facts.ReadSysctl(root, p))
 	}
 	userns, control := tryUserNamespace()
-	f.UserNamespace, f.UserNamespaceControl = &userns, control
+	g.f.UserNamespace, g.f.UserNamespaceControl = &userns, control
+}
 
-	// O_EXCL: never touch an existing file even if the root is writable.
+// rootWrite tries to create a file in the root directory. O_EXCL: never
+// touch an existing file even if the root is writable.
+func (g *gathering) rootWrite() {
 	const probe = "/.qualbox-probe-write-test"
 	if w, err := os.OpenFile(probe, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
-		f.RootWrite = outcome(err)
+		g.f.RootWrite = outcome(err)
 	} else {
-		f.RootWrite = facts.Outcome{OK: true}
+		g.f.RootWrite = facts.Outcome{OK: true}
 		_ = w.Close()
 		_ = os.Remove(probe)
 	}
-	return f
 }
 
 // readAppArmor reads the process's AppArmor label: the per-LSM file first
