@@ -568,54 +568,75 @@ func FloorProblems(r *Run, floors []Floor) []string {
 	p := PostureOf(r, nil)
 	var out []string
 	for _, f := range floors {
-		c, _ := p.Component(f.Component)
-		n, odd := componentLines(r.Engine.Components, f.Component)
-		buildUp, buildWhy := buildRelease(c.Build)
-		buildOK := buildUp != ""
-		fail := func(format string, args ...any) {
-			out = append(out, fmt.Sprintf("%s %s (build %s): ", f.Component, strconv.Quote(c.Version), strconv.Quote(c.Build))+fmt.Sprintf(format, args...))
-		}
-		switch {
-		case n > 1:
-			fail("the Engine lists %s %d times, so the policy's floor %s cannot be shown to hold", f.Component, n, f.Minimum)
-			continue
-		case odd:
-			fail("the Engine lists %s in another form than \"%s <version>\", so the policy's floor %s cannot be shown to hold", f.Component, f.Component, f.Minimum)
-			continue
-		case c.Upstream == "":
-			fail("the version names no upstream release, so the policy's floor %s cannot be shown to hold", f.Minimum)
-			continue
-		case buildWhy != "":
-			fail("%s, so the policy's floor %s cannot be shown to hold", buildWhy, f.Minimum)
-			continue
-		case buildOK && buildUp != c.Upstream:
-			fail("the version names %s and the build %s, so the policy's floor %s cannot be shown to hold", c.Upstream, buildUp, f.Minimum)
-			continue
-		case f.Component == "runc" && p.DefaultRuntime == "":
-			fail("the Engine facts record no default runtime, so the policy's runc floor %s cannot be shown to be of the runtime in use", f.Minimum)
-			continue
-		case f.Component == "runc" && p.DefaultRuntime != "runc":
-			fail("the default runtime is %q, not runc, so the policy's runc floor %s says nothing of the runtime in use", p.DefaultRuntime, f.Minimum)
-			continue
-		}
-		if slices.Contains(f.Builds, c.Build) && buildOK {
-			continue
-		}
-		var ids []string
-		for _, a := range p.Advisories {
-			if a.Component == f.Component {
-				ids = append(ids, a.ID)
-			}
-		}
-		below := semver.Compare("v"+c.Upstream, "v"+f.Minimum) < 0
-		switch {
-		case below && len(ids) > 0:
-			fail("below the policy's floor %s and not one of its accepted builds; by version number it falls under %s", f.Minimum, strings.Join(ids, ", "))
-		case below:
-			fail("below the policy's floor %s and not one of its accepted builds", f.Minimum)
-		case len(ids) > 0:
-			fail("at or above the policy's floor %s, but by version number it falls under %s and is not one of its accepted builds", f.Minimum, strings.Join(ids, ", "))
+		if why := floorProblem(r, p, f); why != "" {
+			out = append(out, why)
 		}
 	}
 	return out
+}
+
+// floorProblem is floor f's line of FloorProblems, "" when it holds: the
+// component must be shown to be one version of the runtime in use
+// (floorUnshown), then be an accepted build or at or above the minimum
+// and under none of its advisories (floorBelow).
+func floorProblem(r *Run, p Posture, f Floor) string {
+	c, _ := p.Component(f.Component)
+	why := floorUnshown(r, p, f, c)
+	if why == "" {
+		why = floorBelow(p, f, c)
+	}
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s %s (build %s): ", f.Component, strconv.Quote(c.Version), strconv.Quote(c.Build)) + why
+}
+
+// floorUnshown says why floor f cannot be shown to hold of component c:
+// it is listed twice or oddly, its version or build names no release, or
+// they name different ones, or (runc) the default runtime is not runc.
+func floorUnshown(r *Run, p Posture, f Floor, c Component) string {
+	n, odd := componentLines(r.Engine.Components, f.Component)
+	buildUp, buildWhy := buildRelease(c.Build)
+	switch {
+	case n > 1:
+		return fmt.Sprintf("the Engine lists %s %d times, so the policy's floor %s cannot be shown to hold", f.Component, n, f.Minimum)
+	case odd:
+		return fmt.Sprintf("the Engine lists %s in another form than \"%s <version>\", so the policy's floor %s cannot be shown to hold", f.Component, f.Component, f.Minimum)
+	case c.Upstream == "":
+		return fmt.Sprintf("the version names no upstream release, so the policy's floor %s cannot be shown to hold", f.Minimum)
+	case buildWhy != "":
+		return fmt.Sprintf("%s, so the policy's floor %s cannot be shown to hold", buildWhy, f.Minimum)
+	case buildUp != "" && buildUp != c.Upstream:
+		return fmt.Sprintf("the version names %s and the build %s, so the policy's floor %s cannot be shown to hold", c.Upstream, buildUp, f.Minimum)
+	case f.Component == "runc" && p.DefaultRuntime == "":
+		return fmt.Sprintf("the Engine facts record no default runtime, so the policy's runc floor %s cannot be shown to be of the runtime in use", f.Minimum)
+	case f.Component == "runc" && p.DefaultRuntime != "runc":
+		return fmt.Sprintf("the default runtime is %q, not runc, so the policy's runc floor %s says nothing of the runtime in use", p.DefaultRuntime, f.Minimum)
+	}
+	return ""
+}
+
+// floorBelow says why component c, shown to be one release, fails floor
+// f: not an accepted build (naming a release), and below the minimum or
+// under one of this build's advisories for it by version number.
+func floorBelow(p Posture, f Floor, c Component) string {
+	if buildUp, _ := buildRelease(c.Build); slices.Contains(f.Builds, c.Build) && buildUp != "" {
+		return ""
+	}
+	var ids []string
+	for _, a := range p.Advisories {
+		if a.Component == f.Component {
+			ids = append(ids, a.ID)
+		}
+	}
+	below := semver.Compare("v"+c.Upstream, "v"+f.Minimum) < 0
+	switch {
+	case below && len(ids) > 0:
+		return fmt.Sprintf("below the policy's floor %s and not one of its accepted builds; by version number it falls under %s", f.Minimum, strings.Join(ids, ", "))
+	case below:
+		return fmt.Sprintf("below the policy's floor %s and not one of its accepted builds", f.Minimum)
+	case len(ids) > 0:
+		return fmt.Sprintf("at or above the policy's floor %s, but by version number it falls under %s and is not one of its accepted builds", f.Minimum, strings.Join(ids, ", "))
+	}
+	return ""
 }
