@@ -110,6 +110,20 @@ func engineAPIProblems(r *Run, s *Scenario) []string {
 		return []string{fmt.Sprintf("observed %q does not decode: %v", engineAPIProbesKey, err)}
 	}
 	passed := s.Verdict.Kind == Passed
+	byURL, out := engineAPIResults(rs, passed)
+	checks, problems := engineAPICheckProblems(s.Checks, byURL)
+	out = append(out, problems...)
+	if passed && claimsCatalogue(r, probeChecksCatalogue) && (!has || checks == 0) {
+		out = append(out, fmt.Sprintf("network-isolation of catalogue v%d passed without its Engine API probes and checks", r.Harness.CatalogueVersion))
+	}
+	return out
+}
+
+// engineAPIResults indexes the probe results rs by URL (an Engine API
+// reply wins over another result for the same URL) and says where they
+// list a URL twice with different outcomes or, when the scenario passed,
+// record an Engine API reply.
+func engineAPIResults(rs []facts.Result, passed bool) (map[string]facts.Result, []string) {
 	var out []string
 	byURL := map[string]facts.Result{}
 	for _, res := range rs {
@@ -123,12 +137,20 @@ func engineAPIProblems(r *Run, s *Scenario) []string {
 			out = append(out, fmt.Sprintf("network-isolation passed, but its probes record an Engine API reply from %s (Api-Version %q, Server %q)", res.Address, res.HTTP.APIVersion, res.HTTP.Server))
 		}
 	}
-	checks := 0
-	for _, c := range s.Checks {
+	return byURL, out
+}
+
+// engineAPICheckProblems counts the Engine API checks among checks and
+// says where one names a URL with no probe result, or is ok when that
+// result is an Engine API reply (or not ok when it is not).
+func engineAPICheckProblems(checks []Check, byURL map[string]facts.Result) (int, []string) {
+	var out []string
+	n := 0
+	for _, c := range checks {
 		if !strings.HasPrefix(c.Name, engineAPICheckName) {
 			continue
 		}
-		checks++
+		n++
 		url, ok := strings.CutPrefix(c.Want, engineAPICheckWant)
 		res, found := byURL[url]
 		switch {
@@ -138,8 +160,5 @@ func engineAPIProblems(r *Run, s *Scenario) []string {
 			out = append(out, fmt.Sprintf("check %q is ok %t, but the probe result for %s %s an Engine API reply", c.Name, c.OK, url, map[bool]string{true: "is", false: "is not"}[res.HTTP.EngineAPI()]))
 		}
 	}
-	if passed && claimsCatalogue(r, probeChecksCatalogue) && (!has || checks == 0) {
-		out = append(out, fmt.Sprintf("network-isolation of catalogue v%d passed without its Engine API probes and checks", r.Harness.CatalogueVersion))
-	}
-	return out
+	return n, out
 }
