@@ -103,3 +103,46 @@ func TestFingerprintSurvivesRestartReserialisation(t *testing.T) {
 	}
 	assert.Check(t, fp(`{"CapAdd":[]}`) != created, "CapAdd is not normalised: [] and null stay distinct")
 }
+
+// Each field the normalisation touches, named here rather than read from
+// the list, so that dropping one from it fails that field's case: null,
+// [] and absent are one fingerprint in it alone (the others null), an
+// entry is a difference and so is another entry. A field next to them
+// that the Engine does not re-serialise keeps null and [] apart, in
+// HostConfig and in Config.
+func TestFingerprintNormalisesEachDNSField(t *testing.T) {
+	fp := func(t *testing.T, config, hostConfig string) string {
+		t.Helper()
+		raw := `{"Id":"` + strings.Repeat("a", 64) + `","Name":"/c","Image":"sha256:` + strings.Repeat("b", 64) +
+			`","Config":` + config + `,"HostConfig":` + hostConfig + `}`
+		var c container.InspectResponse
+		assert.NilError(t, json.Unmarshal([]byte(raw), &c))
+		got, err := containerFingerprint(json.RawMessage(raw), c)
+		assert.NilError(t, err)
+		return got
+	}
+	cfg := `{"Image":"img","Cmd":["sleep"]}`
+	// Two entries each field's type accepts (Dns holds IP addresses).
+	entries := map[string][2]string{
+		"Dns":        {`"192.0.2.53"`, `"192.0.2.54"`},
+		"DnsOptions": {`"ndots:1"`, `"ndots:2"`},
+		"DnsSearch":  {`"example.org"`, `"example.net"`},
+	}
+	fields := []string{"Dns", "DnsOptions", "DnsSearch"}
+	assert.Check(t, is.DeepEqual(fingerprintEmptyListIsNull, fields), "a field added to the normalisation needs its case here")
+	for _, f := range fields {
+		t.Run(f, func(t *testing.T) {
+			null := fp(t, cfg, `{"`+f+`":null}`)
+			assert.Check(t, is.Equal(fp(t, cfg, `{"`+f+`":[]}`), null), "[] is null")
+			assert.Check(t, is.Equal(fp(t, cfg, `{}`), null), "absent is null")
+			entry := fp(t, cfg, `{"`+f+`":[`+entries[f][0]+`]}`)
+			assert.Check(t, entry != null, "an entry is a difference")
+			assert.Check(t, fp(t, cfg, `{"`+f+`":[`+entries[f][1]+`]}`) != entry, "another entry is a difference")
+		})
+	}
+	for _, f := range []string{"CapAdd", "CapDrop", "SecurityOpt", "Binds", "ExtraHosts", "Links"} {
+		assert.Check(t, fp(t, cfg, `{"`+f+`":[]}`) != fp(t, cfg, `{"`+f+`":null}`), "HostConfig.%s is not normalised", f)
+	}
+	assert.Check(t, fp(t, `{"Image":"img","Cmd":["sleep"],"Env":[]}`, `{}`) != fp(t, `{"Image":"img","Cmd":["sleep"],"Env":null}`, `{}`),
+		"Config.Env is not normalised")
+}
