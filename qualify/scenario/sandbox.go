@@ -47,12 +47,17 @@ func stopAndDestroy(ctx context.Context, p sandboxapi.Policy, owner sandboxapi.C
 // when explicit is false its failures are recorded as cleanup errors, when
 // true the caller gets them through after (and records them as it likes).
 func execOnce(ctx context.Context, env *Env, rec *Record, spec sandboxapi.ProcessSpec, after func(stopErr, destroyErr error)) (execResult, error) {
-	var res execResult
 	backend, err := env.Backend(env.Profile)
 	if err != nil {
-		return res, fmt.Errorf("driver backend: %w", err)
+		return execResult{}, fmt.Errorf("driver backend: %w", err)
 	}
 	defer backend.Close()
+	return execOnceOn(ctx, env, rec, backend, spec, after)
+}
+
+// execOnceOn is execOnce on backend, which the caller closes.
+func execOnceOn(ctx context.Context, env *Env, rec *Record, backend sandboxapi.Backend, spec sandboxapi.ProcessSpec, after func(stopErr, destroyErr error)) (execResult, error) {
+	var res execResult
 	rec.Request("policy", env.Policy)
 	rec.Request("process", spec)
 	reservation, err := backend.Reserve(env.Request(), sandboxapi.InProcess())
