@@ -12,6 +12,10 @@
 # beside lane A, with its own data root, exec root and socket.
 #
 #   scripts/engine.sh up-b | down-b | status-b
+#   scripts/engine.sh restart-b [--live-restore]
+#                                 stop lane B (by its pidfile) and start it
+#                                 again, with live-restore on if asked; fails
+#                                 if lane B still answers after the stop
 #   scripts/engine.sh install-b   build the pinned binaries into /opt/qualbox-moby
 #                                 only (lane C copies them into its guest)
 set -euo pipefail
@@ -125,15 +129,24 @@ install_b() {
 }
 
 up_b() {
+	local extra=()
+	case "${1:-}" in
+	"") ;;
+	--live-restore) extra=(--live-restore) ;;
+	*)
+		echo "engine-b: unknown option $1 (known: --live-restore)" >&2
+		return 2
+		;;
+	esac
 	install_b
 	if answers_b; then
 		echo "engine-b: $B_SOCKET answers" >&2
 		return 0
 	fi
 	mkdir -p /run/qualbox-moby /var/lib/qualbox-moby
-	echo "engine-b: starting dockerd $MOBY_VERSION at $B_SOCKET (log $B_LOG)" >&2
+	echo "engine-b: starting dockerd $MOBY_VERSION at $B_SOCKET ${extra[*]} (log $B_LOG)" >&2
 	PATH="$B_PREFIX/bin:$PATH" setsid dockerd --data-root /var/lib/qualbox-moby --exec-root /run/qualbox-moby/exec \
-		--host "unix://$B_SOCKET" --pidfile "$B_PIDFILE" --bridge none --iptables=false --ip6tables=false \
+		--host "unix://$B_SOCKET" --pidfile "$B_PIDFILE" --bridge none --iptables=false --ip6tables=false "${extra[@]}" \
 		>"$B_LOG" 2>&1 </dev/null &
 	for _ in $(seq 1 120); do
 		if answers_b; then
@@ -162,10 +175,17 @@ case "${1:-up}" in
 up-b) up_b ;;
 install-b) install_b ;;
 down-b) down_b ;;
-restart-b) down_b && up_b ;;
+restart-b)
+	down_b
+	if answers_b; then
+		echo "engine-b: $B_SOCKET still answers after stopping the dockerd of $B_PIDFILE: not restarted" >&2
+		exit 1
+	fi
+	up_b "${2:-}"
+	;;
 status-b) if answers_b; then echo "answers: $B_SOCKET"; else echo "no answer: $B_SOCKET"; exit 1; fi ;;
 up) up ;;
 down) down ;;
 status) if answers; then echo "answers: $SOCKET"; else echo "no answer: $SOCKET"; exit 1; fi ;;
-*) echo "usage: $0 up|down|status|up-b|down-b|status-b|install-b" >&2; exit 2 ;;
+*) echo "usage: $0 up|down|status|up-b|down-b|restart-b [--live-restore]|status-b|install-b" >&2; exit 2 ;;
 esac
