@@ -32,9 +32,13 @@ engine-b:
 engine-b-down:
 	@scripts/engine.sh down-b
 
-## test-lane-b: the driver's real-Engine tests (conformance, streams, faults, recovery) against lane B.
+## test-lane-b: the driver's real-Engine tests (conformance, streams, faults, recovery) against lane B, then
+## qualify's engine-restart tests, which restart lane B's daemon (docs/qualification.md#engine-restart).
+LANE_B_ENV := QUALBOX_REQUIRE_ENGINE=1 QUALBOX_ENGINE_SOCKET=/run/qualbox-moby/docker.sock QUALBOX_ENGINE_RESTART="$(CURDIR)/scripts/engine.sh restart-b"
+ENGINE_RESTART_TESTS := ^Test(EngineRestartLaneB|NegativeEngineRestart(Conflict|Leftover|DatasetContent|LiveRestoreNotOn|NotKept))$$
 test-lane-b: engine-b
-	QUALBOX_REQUIRE_ENGINE=1 QUALBOX_ENGINE_SOCKET=/run/qualbox-moby/docker.sock QUALBOX_ENGINE_RESTART="$(CURDIR)/scripts/engine.sh restart-b" $(GO) test -count=1 -timeout 30m ./driver/...
+	$(LANE_B_ENV) $(GO) test -count=1 -timeout 30m ./driver/...
+	$(LANE_B_ENV) $(GO) test -count=1 -timeout 30m -run '$(ENGINE_RESTART_TESTS)' ./qualify/
 
 ## test: vet and test every package, including the tests that need the real Engine; an Engine test
 ## that finds none fails (QUALBOX_REQUIRE_ENGINE=1, docs/lanes.md#engine-tests) instead of skipping.

@@ -22,34 +22,52 @@ import (
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
+// sharedImages are the guest images the package's catalogue tests build,
+// one per Engine (lane A's, and lane B's for the engine-restart tests),
+// each built once; TestMain removes them.
 var (
-	imageOnce sync.Once
-	imageID   string
-	imageErr  error
-	imageCli  *client.Client
+	imagesMu sync.Mutex
+	images   = map[string]*sharedBuild{}
 )
 
-// sharedImage builds the guest image once for the package's catalogue
-// tests; TestMain removes it.
+type sharedBuild struct {
+	once sync.Once
+	id   string
+	err  error
+	cli  *client.Client
+}
+
+// sharedImage builds the guest image once per Engine for the package's
+// catalogue tests.
 func sharedImage(t *testing.T, cli *client.Client) string {
-	imageOnce.Do(func() {
+	imagesMu.Lock()
+	b, ok := images[cli.DaemonHost()]
+	if !ok {
+		b = &sharedBuild{}
+		images[cli.DaemonHost()] = b
+	}
+	imagesMu.Unlock()
+	b.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		img, err := guest.Build(ctx, cli, guest.BuildOptions{})
-		imageID, imageErr, imageCli = img.ID, err, cli
+		b.id, b.err, b.cli = img.ID, err, cli
 	})
-	assert.NilError(t, imageErr)
-	return imageID
+	assert.NilError(t, b.err)
+	return b.id
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if imageID != "" {
-		if err := guest.Remove(context.Background(), imageCli, imageID); err != nil {
-			os.Stderr.WriteString("remove test image: " + err.Error() + "\n")
+	for host, b := range images {
+		if b.id == "" {
+			continue
+		}
+		if err := guest.Remove(context.Background(), b.cli, b.id); err != nil {
+			os.Stderr.WriteString("remove test image " + b.id + " at " + host + ": " + err.Error() + "\n")
 			code = 1
 		}
-		imageCli.Close()
+		b.cli.Close()
 	}
 	os.Exit(code)
 }
@@ -65,8 +83,15 @@ func runScenarios(t *testing.T, names ...string) (*evidence.Run, string) {
 // signs nothing).
 func runSignedScenarios(t *testing.T, key ed25519.PrivateKey, names ...string) (*evidence.Run, string) {
 	t.Helper()
+	return runManifestScenarios(t, shippedManifest, key, names...)
+}
+
+// runManifestScenarios is runSignedScenarios for the manifest at path,
+// whose Engine must be the one under test.
+func runManifestScenarios(t *testing.T, path string, key ed25519.PrivateKey, names ...string) (*evidence.Run, string) {
+	t.Helper()
 	reg := scenario.Default()
-	m, err := manifest.Load(shippedManifest, reg)
+	m, err := manifest.Load(path, reg)
 	assert.NilError(t, err)
 	socket := testengine.Require(t)
 	skip.If(t, m.Endpoint != "unix://"+socket, "the shipped manifest names %s, the test Engine is at %s", m.Endpoint, socket)

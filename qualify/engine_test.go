@@ -91,11 +91,16 @@ func TestRealEngineEndToEnd(t *testing.T) {
 	names := map[string]bool{}
 	for _, sum := range run.Scenarios {
 		names[sum.Name] = true
-		if sum.Name == "datasets" && sum.Verdict.Kind == evidence.NotApplicable {
+		switch {
+		case sum.Name == "datasets" && sum.Verdict.Kind == evidence.NotApplicable:
 			// An Engine without image mounts (lane A) refuses datasets at
 			// admission, and the reason names the refused rows.
 			assert.Check(t, strings.Contains(sum.Verdict.Reason, "datasets:"), "%s: %s", sum.Name, sum.Verdict)
-		} else {
+		case sum.Name == "engine-restart":
+			// Lane A's manifest gives no restart command: its Engine is
+			// shared and never restarted.
+			assert.Check(t, sum.Verdict.Kind == evidence.NotApplicable && sum.Verdict.Reason == scenario.NoRestartCommand, "%s: %s", sum.Name, sum.Verdict)
+		default:
 			assert.Check(t, sum.Verdict.Kind == evidence.Passed, "%s: %s: %s", sum.Name, sum.Verdict, sum.Detail)
 		}
 		ev := readJSON[evidence.Scenario](t, filepath.Join(out, sum.Dir, qualify.EvidenceFile))

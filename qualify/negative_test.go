@@ -48,6 +48,9 @@ import (
 // that must fail because of it.
 type lie struct {
 	scenario string
+	// manifest is the manifest run (its Engine must answer); default
+	// shippedManifest (lane A).
+	manifest string
 	// params replace the manifest's params of the scenario when set.
 	params map[string]any
 	// rules go on a fault proxy between every driver of the run and the
@@ -72,7 +75,11 @@ func runLie(t *testing.T, l lie) *evidence.Scenario {
 	if l.variant != nil {
 		reg[l.scenario] = scenario.WithLeftoverCheck(l.variant)
 	}
-	m, err := manifest.Load(shippedManifest, reg)
+	path := l.manifest
+	if path == "" {
+		path = shippedManifest
+	}
+	m, err := manifest.Load(path, reg)
 	assert.NilError(t, err)
 	cli := engineClient(t, m.Endpoint)
 	skip.If(t, cli == nil, "no Docker Engine answers at %s (start one with `make engine`)", m.Endpoint)

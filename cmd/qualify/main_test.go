@@ -47,7 +47,7 @@ func TestManifestErrorExitsTwo(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"run", "--manifest", path}, &stdout, &stderr)
 	assert.Equal(t, code, exitcode.Usage)
-	assert.Check(t, is.Contains(stderr.String(), `scenarios[2].name: unknown scenario "foo": allowed admission, cancellation, controller-death, datasets, descendant-containment, desktop-admission, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, transfer, unsupported-quota`))
+	assert.Check(t, is.Contains(stderr.String(), `scenarios[2].name: unknown scenario "foo": allowed admission, cancellation, controller-death, datasets, descendant-containment, desktop-admission, engine-restart, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, transfer, unsupported-quota`))
 	assert.Check(t, is.Contains(stderr.String(), path+":"))
 }
 

@@ -63,7 +63,8 @@ func TestShippedManifest(t *testing.T) {
 		}
 		assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "memory-exhaustion", "pid-exhaustion",
 			"tmpfs-bounds", "stream-limits", "cancellation", "descendant-containment", "network-isolation",
-			"lost-engine-replies", "exact-cleanup", "unsupported-quota", "transfer", "controller-death", "datasets", "desktop-admission"})
+			"lost-engine-replies", "exact-cleanup", "unsupported-quota", "transfer", "controller-death", "datasets", "desktop-admission",
+			"engine-restart"})
 		sorted := slices.Sorted(slices.Values(names))
 		assert.DeepEqual(t, sorted, scenario.Default().Names())
 		t.Logf("%s: %d scenarios", path, len(names))
@@ -91,7 +92,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name:  "bad scenario name",
 			edit:  func(s string) string { return strings.Replace(s, "name: admission", "name: foo", 1) },
-			field: "scenarios[0].name", line: 14, message: `unknown scenario "foo": allowed admission, cancellation, controller-death, datasets, descendant-containment, desktop-admission, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, transfer, unsupported-quota`,
+			field: "scenarios[0].name", line: 14, message: `unknown scenario "foo": allowed admission, cancellation, controller-death, datasets, descendant-containment, desktop-admission, engine-restart, exact-cleanup, isolation, lifecycle, lost-engine-replies, memory-exhaustion, network-isolation, pid-exhaustion, stream-limits, tmpfs-bounds, transfer, unsupported-quota`,
 		},
 		{
 			name:  "bad scenario param",

@@ -42,8 +42,14 @@ import (
 // death, its refusal of a sandbox whose daemon changed, and its Close)
 // and caps tmpfs-bounds' allowance for per-CPU charge batches at half of
 // what was written, so that a host with many CPUs or large pages cannot
-// make its series check unable to fail.
-const CatalogueVersion = 10
+// make its series check unable to fail; version 11 adds engine-restart:
+// the Engine daemon restarted by the manifest's command under persisted
+// idle, busy and stopped sandboxes (live-restore off, and on where the
+// manifest gives a restart into it), checked to have restarted, each
+// record reconciled matched by a fresh controller and destroyed from it
+// with nothing left, and a dataset mounted by subpath after the restart
+// reading the image's content.
+const CatalogueVersion = 11
 
 // sources are this package's Go files, embedded so that every build knows
 // the digest of the scenario code it runs, with or without VCS stamping.

@@ -51,7 +51,7 @@ type Registry map[string]Scenario
 func Default() Registry {
 	r := NewRegistry(Admission{}, Isolation{}, Lifecycle{}, MemoryExhaustion{}, PIDExhaustion{}, TmpfsBounds{},
 		StreamLimits{}, Cancellation{}, DescendantContainment{}, NetworkIsolation{}, ExactCleanup{}, UnsupportedQuota{}, LostEngineReplies{},
-		Transfer{}, ControllerDeath{}, Datasets{}, DesktopAdmission{}, WarmPool{})
+		Transfer{}, ControllerDeath{}, Datasets{}, DesktopAdmission{}, WarmPool{}, EngineRestart{})
 	for name, s := range r {
 		r[name] = WithLeftoverCheck(s)
 	}
