@@ -62,4 +62,9 @@ on the reference's own dataset tuple (cgroup v2, containerd image
 store).`},
 	{Name: "desktop-admission", Note: `Both Apple Silicon Desktop profiles against a synthetic Engine (no
 Docker Desktop runs); any Linux host.`},
+	// The restart command is the one of a guest or hosted runner's
+	// systemd unit; lanes A and B give their own (docs/qualification.md#engine-restart).
+	{Name: "engine-restart", Note: `The guest's (or hosted runner's) docker.service, as root; its
+configuration has live-restore off, and no restart here turns it on.`,
+		Params: []Param{{Key: "restart", YAML: "[systemctl, restart, docker]"}}},
 }

@@ -17,6 +17,7 @@ var linuxARM64EmulatedAMD64 = Platform{
 		Tuple:        arm64Controller(ref2914Tuple),
 		CIGate:       Informational,
 		ReleaseGate:  Informational,
+		ReleaseRan:   beforeEngineRestart(linuxARM64EmulatedAMD64Manifest.File),
 	}},
 }
 

@@ -17,6 +17,7 @@ var linuxARM64 = Platform{
 			Tuple:        arm64Controller(ref2914Tuple),
 			CIGate:       Informational,
 			ReleaseGate:  Required,
+			ReleaseRan:   beforeEngineRestart(linuxARM64Manifest.File),
 		},
 		{
 			Name: "hosted-ubuntu-arm",

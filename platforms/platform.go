@@ -96,6 +96,22 @@ type Row struct {
 	// Waived are scenarios of the manifest the gates do not require of
 	// the row (one that is not_applicable on its Engine), as About says.
 	Waived []string
+	// ReleaseRan, when set, is the manifest the row's committed reports
+	// ran, from before the catalogue grew: the release gate pins it
+	// beside the current manifest and does not require of the row the
+	// scenarios it lacks. The next campaign's reports retire it.
+	ReleaseRan *Ran
+}
+
+// Ran is a manifest that committed reports ran, kept byte for byte
+// because the one generated now differs from it (reports record the
+// manifest's digest, and the gate pins manifests by digest).
+type Ran struct {
+	// File is its name under reports/manifests/, e.g. "linux-x64.yaml".
+	File string
+	// Lacks are the scenarios the row's manifest runs now and this one
+	// does not, in run order.
+	Lacks []string
 }
 
 // Tuple is the part of a report's signed Engine tuple a row pins

@@ -44,6 +44,11 @@ func (p Platform) clone() Platform {
 	for i, r := range p.Rows {
 		r.Runner = slices.Clone(r.Runner)
 		r.Waived = slices.Clone(r.Waived)
+		if r.ReleaseRan != nil {
+			ran := *r.ReleaseRan
+			ran.Lacks = slices.Clone(ran.Lacks)
+			r.ReleaseRan = &ran
+		}
 		p.Rows[i] = r
 	}
 	return p
@@ -107,6 +112,16 @@ func (e Entry) Required() []string {
 		if !slices.Contains(e.Waived, s.Name) {
 			out = append(out, s.Name)
 		}
+	}
+	return out
+}
+
+// ReleaseRequired returns the scenarios the release gate requires of the
+// row: Required less those its ReleaseRan manifest lacks.
+func (e Entry) ReleaseRequired() []string {
+	out := e.Required()
+	if e.ReleaseRan != nil {
+		out = slices.DeleteFunc(out, func(n string) bool { return slices.Contains(e.ReleaseRan.Lacks, n) })
 	}
 	return out
 }
@@ -189,7 +204,9 @@ func (e *Error) Error() string {
 // scenario list that does not resolve (Manifest.Scenarios), a waived
 // scenario the manifest does not run, a row without runner or CI gate,
 // a required CI row that runs only when dispatched, a row the CI gate
-// holds more strictly than the release gate, a guest without tuple or
+// holds more strictly than the release gate, a release-ran manifest that
+// is misnamed, lacks nothing or lacks a scenario the row's manifest does
+// not run, a guest without tuple or
 // architecture, a hosted row without docker-ce version, and tuple pins
 // that cannot tell rows of one profile apart.
 func Check(platforms []Platform, profileNames []string) error {
@@ -247,6 +264,13 @@ func Check(platforms []Platform, profileNames []string) error {
 				if len(r.Waived) >= len(scenarios) {
 					add("%s: every scenario is waived", rat)
 				}
+				if ran := r.ReleaseRan; ran != nil {
+					for _, l := range ran.Lacks {
+						if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Name == l }) {
+							add("%s: release-ran %s lacks %q, which manifest %s does not run either", rat, ran.File, l, m.File)
+						}
+					}
+				}
 			}
 			problems = append(problems, checkRow(rat, r)...)
 		}
@@ -279,6 +303,16 @@ func checkRow(at string, r Row) []string {
 	}
 	if r.ReleaseGate < Absent || r.ReleaseGate > Required {
 		add("ReleaseGate %d is not a Requirement", r.ReleaseGate)
+	}
+	if ran := r.ReleaseRan; ran != nil {
+		switch {
+		case r.ReleaseGate == Absent:
+			add("release-ran %s: the release gate does not hold the row", ran.File)
+		case ran.File == "" || strings.ContainsAny(ran.File, `/\`) || !strings.HasSuffix(ran.File, ".yaml"):
+			add("release-ran: the file name must be NAME.yaml, in reports/manifests/")
+		case len(ran.Lacks) == 0:
+			add("release-ran %s: it lacks no scenario, so the current manifest is the one the reports ran", ran.File)
+		}
 	}
 	b := r.Engine
 	if r.DispatchOnly && b.Kind != Guest {

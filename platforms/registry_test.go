@@ -115,6 +115,18 @@ func TestCheckCatchesEachInconsistency(t *testing.T) {
 		{"equal tuples", func(a []Platform) []Platform { a[1].Rows[2].Tuple = a[1].Rows[3].Tuple; return a },
 			"rows ref-29.1.4 and current-29.7.2 pin the same tuple"},
 		{"no rows", func(a []Platform) []Platform { a[4].Rows = nil; a[4].Manifests = nil; return a }, "platform desktop-apple-virtualization-native-arm64: no rows"},
+		{"release-ran lacks a scenario the manifest does not run", func(a []Platform) []Platform {
+			a[0].Rows[0].ReleaseRan = &Ran{File: "x.yaml", Lacks: []string{"warm-up"}}
+			return a
+		}, `row lane-a: release-ran x.yaml lacks "warm-up", which manifest linux-x64-cgroupv1.yaml does not run either`},
+		{"release-ran lacking nothing", func(a []Platform) []Platform { a[0].Rows[0].ReleaseRan = &Ran{File: "x.yaml"}; return a },
+			"row lane-a: release-ran x.yaml: it lacks no scenario"},
+		{"release-ran path", func(a []Platform) []Platform { a[0].Rows[0].ReleaseRan.File = "../x.yaml"; return a },
+			"row lane-a: release-ran: the file name must be NAME.yaml, in reports/manifests/"},
+		{"release-ran without a release gate", func(a []Platform) []Platform {
+			a[1].Rows[4].ReleaseRan = &Ran{File: "linux-x64.yaml", Lacks: []string{"engine-restart"}}
+			return a
+		}, "row hosted-ubuntu: release-ran linux-x64.yaml: the release gate does not hold the row"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Check(tc.edit(All()), profiles.Names())
@@ -162,13 +174,27 @@ func TestManifestScenariosApplyTheOverrides(t *testing.T) {
 }
 
 // A row requires its manifest's scenarios less the waived ones, in run
-// order.
+// order; the release gate also less what its release-ran manifest lacks.
 func TestEntryRequiredLeavesOutTheWaived(t *testing.T) {
 	rows := Rows()
 	i := slices.IndexFunc(rows, func(e Entry) bool { return e.Name == "lane-a" })
 	assert.Assert(t, i >= 0)
 	req := rows[i].Required()
-	assert.Equal(t, len(req), len(Catalogue)-1)
+	assert.Equal(t, len(req), len(Catalogue)-2)
 	assert.Check(t, !slices.Contains(req, "datasets"))
+	assert.Check(t, !slices.Contains(req, "engine-restart"))
 	assert.Check(t, is.Equal(req[0], "admission"))
+
+	i = slices.IndexFunc(rows, func(e Entry) bool { return e.Name == "lane-b" })
+	assert.Assert(t, i >= 0)
+	assert.Check(t, is.DeepEqual(rows[i].Required(), names(Catalogue)))
+	assert.Check(t, is.DeepEqual(rows[i].ReleaseRequired(), names(Catalogue[:len(Catalogue)-1])), "lane B's committed reports predate engine-restart")
+}
+
+func names(s []Scenario) []string {
+	out := make([]string, len(s))
+	for i, e := range s {
+		out[i] = e.Name
+	}
+	return out
 }

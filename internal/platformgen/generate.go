@@ -54,7 +54,7 @@ func generate(repo fs.FS, all []platforms.Platform) ([]file, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, err := renderPolicy(p, src, entries)
+		data, err := renderPolicy(p, repo, src, entries)
 		if err != nil {
 			return nil, err
 		}

@@ -61,10 +61,16 @@ func TestGeneratedPoliciesLoad(t *testing.T) {
 					assert.NilError(t, err)
 					runtime = prof.Runtime
 				}
+				pins, required := []string{sum}, e.Required()
+				if p.Ran && e.ReleaseRan != nil {
+					ran, err := evidence.FileSHA256(filepath.Join(repoRoot, ranDir, e.ReleaseRan.File))
+					assert.NilError(t, err)
+					pins, required = append(pins, ran), e.ReleaseRequired()
+				}
 				want = append(want, evidence.Row{Name: e.Name, Informational: req == platforms.Informational, Profile: e.Profile,
 					Engine: tu.Engine, EngineCommit: tu.EngineCommit, Containerd: tu.Containerd, Runc: tu.Runc, StorageDriver: tu.StorageDriver, Runtime: runtime,
 					ControllerOS: tu.ControllerOS, ControllerArch: tu.ControllerArch, OperatingSystem: tu.OperatingSystem,
-					Manifests: []string{sum}, Scenarios: e.Required()})
+					Manifests: pins, Scenarios: required})
 				signed[e.Engine.Signer()] = append(signed[e.Engine.Signer()], e.Name)
 			}
 			got := slices.Clone(lp.Requirement.Rows)
@@ -94,6 +100,11 @@ func repoFiles(t *testing.T) fstest.MapFS {
 	assert.NilError(t, err)
 	for _, n := range names {
 		fsys["manifests/"+filepath.Base(n)] = readFile(t, n)
+	}
+	ran, err := filepath.Glob(filepath.Join(repoRoot, filepath.FromSlash(ranDir), "*.yaml"))
+	assert.NilError(t, err)
+	for _, n := range ran {
+		fsys[ranDir+"/"+filepath.Base(n)] = readFile(t, n)
 	}
 	for _, f := range []string{policies[0].File, policies[1].File, workflowFile, actionlintFile, "go.mod"} {
 		fsys[f] = readFile(t, filepath.Join(repoRoot, filepath.FromSlash(f)))
@@ -239,6 +250,22 @@ func TestInvalidRegistryGeneratesNothing(t *testing.T) {
 	_, err = generate(repoFiles(t), all)
 	var pe *platforms.Error
 	assert.Assert(t, errors.As(err, &pe), "%v", err)
+}
+
+// A row's release-ran manifest must be there and run exactly the row's
+// manifest less what it lacks: a stale Lacks list, or a file that is not
+// what the committed reports ran, generates nothing and names the row.
+func TestReleaseRanMustMatchTheReports(t *testing.T) {
+	all := platforms.All()
+	all[0].Rows[1].ReleaseRan.Lacks = []string{"desktop-admission", "engine-restart"}
+	_, err := generate(repoFiles(t), all)
+	assert.ErrorContains(t, err, "row lane-b: reports/manifests/linux-x64-cgroupv1-lane-b.yaml runs admission,")
+	assert.ErrorContains(t, err, "less desktop-admission, engine-restart runs admission,")
+
+	fsys := repoFiles(t)
+	delete(fsys, ranDir+"/linux-x64.yaml")
+	_, err = generate(fsys, platforms.All())
+	assert.ErrorContains(t, err, "row lane-c: the manifest its committed reports ran: open reports/manifests/linux-x64.yaml")
 }
 
 // The command run from a copy of the repository's generated files: -check

@@ -174,7 +174,7 @@ func copyRepository(t *testing.T) string {
 				return nil // a worktree's .git file
 			}
 			return fs.SkipDir
-		case d.IsDir() && strings.HasPrefix(rel, "reports/") && rel != "reports/keys":
+		case d.IsDir() && strings.HasPrefix(rel, "reports/") && rel != "reports/keys" && rel != ranDir:
 			return fs.SkipDir
 		case d.IsDir():
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)

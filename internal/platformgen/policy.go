@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/qualbox/qualbox/platforms"
 	"github.com/qualbox/qualbox/profiles"
+	"github.com/qualbox/qualbox/qualify/manifest"
+	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
 // gatePolicy is one gate policy file and how it holds a row.
@@ -25,6 +29,10 @@ type gatePolicy struct {
 	// that record the runtime (Run.Runtime) can match such a row, which
 	// the committed reports made before it was recorded do not.
 	PinRuntime bool
+	// Ran pins, beside each row's manifest, the one its committed reports
+	// ran (Row.ReleaseRan), and requires of the row only what that one
+	// runs: the release gate over the committed reports.
+	Ran bool
 }
 
 // policies are the two gate policies: CI's, over each workflow run's
@@ -35,13 +43,55 @@ var policies = []gatePolicy{
 			return "The workflow runs it only when dispatched."
 		}
 		return ""
-	}, true},
-	{"reports/gate-policy.yaml", func(r platforms.Row) platforms.Requirement { return r.ReleaseGate }, func(platforms.Row) string { return "" }, false},
+	}, true, false},
+	{"reports/gate-policy.yaml", func(r platforms.Row) platforms.Requirement { return r.ReleaseGate }, func(r platforms.Row) string {
+		if r.ReleaseRan == nil {
+			return ""
+		}
+		return fmt.Sprintf("Also pinned: %s/%s, which its committed\nreports ran; they predate %s, not required here.",
+			ranDir, r.ReleaseRan.File, strings.Join(r.ReleaseRan.Lacks, ", "))
+	}, false, true},
+}
+
+// ranDir is where the manifests committed reports ran are kept
+// (platforms.Ran), from the repository root.
+const ranDir = "reports/manifests"
+
+// checkRan returns an error unless repo holds e's ReleaseRan manifest,
+// parsing as the harness parses it, and it runs exactly e's manifest's
+// scenarios less the ones it lacks: a stale or mistyped Lacks would make
+// the release gate require what the reports never ran, or excuse what
+// they did.
+func checkRan(repo fs.FS, e platforms.Entry) error {
+	name := path.Join(ranDir, e.ReleaseRan.File)
+	data, err := fs.ReadFile(repo, name)
+	if err != nil {
+		return fmt.Errorf("row %s: the manifest its committed reports ran: %w", e.Name, err)
+	}
+	m, err := manifest.Parse(name, data, scenario.Default())
+	if err != nil {
+		return fmt.Errorf("row %s: %w", e.Name, err)
+	}
+	var got, want []string
+	for _, s := range m.Scenarios {
+		got = append(got, s.Name)
+	}
+	for _, s := range e.Scenarios {
+		if !slices.Contains(e.ReleaseRan.Lacks, s.Name) {
+			want = append(want, s.Name)
+		}
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("row %s: %s runs %s; its manifest %s less %s runs %s", e.Name, name, strings.Join(got, ", "),
+			e.Manifest, strings.Join(e.ReleaseRan.Lacks, ", "), strings.Join(want, ", "))
+	}
+	return nil
 }
 
 // renderPolicy returns the policy file src with its generated rows region
-// and signer row lists made from entries.
-func renderPolicy(p gatePolicy, src []byte, entries []platforms.Entry) ([]byte, error) {
+// and signer row lists made from entries; repo holds the manifests
+// committed reports ran (checkRan).
+func renderPolicy(p gatePolicy, repo fs.FS, src []byte, entries []platforms.Entry) ([]byte, error) {
 	var b strings.Builder
 	var in []platforms.Entry
 	for _, e := range entries {
@@ -77,8 +127,19 @@ func renderPolicy(p gatePolicy, src []byte, entries []platforms.Entry) ([]byte, 
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(&b, "  manifests: [%s]\n", scalar(rel))
-		b.WriteString(flowList("  scenarios: ", e.Required()))
+		pins, required := []string{scalar(rel)}, e.Required()
+		if p.Ran && e.ReleaseRan != nil {
+			if err := checkRan(repo, e); err != nil {
+				return nil, err
+			}
+			ran, err := relPath(path.Dir(p.File), path.Join(ranDir, e.ReleaseRan.File))
+			if err != nil {
+				return nil, err
+			}
+			pins, required = append(pins, scalar(ran)), e.ReleaseRequired()
+		}
+		fmt.Fprintf(&b, "  manifests: [%s]\n", strings.Join(pins, ", "))
+		b.WriteString(flowList("  scenarios: ", required))
 	}
 	if len(in) == 0 {
 		return nil, fmt.Errorf("%s: no row of the registry is in this policy", p.File)
@@ -144,6 +205,9 @@ func relPath(dir, target string) (string, error) {
 	up := strings.Repeat("../", strings.Count(dir, "/")+1)
 	if strings.Contains(dir, "..") {
 		return "", fmt.Errorf("policy directory %q leaves the repository", dir)
+	}
+	if below, ok := strings.CutPrefix(target, dir+"/"); ok {
+		return below, nil
 	}
 	return up + target, nil
 }
