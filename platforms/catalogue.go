@@ -62,6 +62,11 @@ on the reference's own dataset tuple (cgroup v2, containerd image
 store).`},
 	{Name: "desktop-admission", Note: `Both Apple Silicon Desktop profiles against a synthetic Engine (no
 Docker Desktop runs); any Linux host.`},
+	// A pool per case (docs/qualification.md#warm-pool). Before
+	// engine-restart, the one scenario that restarts the Engine.
+	{Name: "warm-pool", Note: `A pool of 4 sandboxes per case (docs/qualification.md#warm-pool);
+the expiry case's maxIdle is 5 s.`,
+		Params: []Param{{Key: "size", YAML: "4"}, {Key: "idleMs", YAML: "5000"}}},
 	// The restart command is the one of a guest or hosted runner's
 	// systemd unit; lanes A and B give their own (docs/qualification.md#engine-restart).
 	{Name: "engine-restart", Note: `The guest's (or hosted runner's) docker.service, as root; its

@@ -10,7 +10,7 @@ var (
 // desktopScenarios are the scenarios that need no host cgroup observer:
 // on macOS the containers run in Docker Desktop's Linux VM, whose /proc
 // and /sys/fs/cgroup the controller cannot read.
-var desktopScenarios = []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission"}
+var desktopScenarios = []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission", "warm-pool"}
 
 // desktop is the platform of a Docker Desktop profile on an Apple Silicon
 // Mac with one row, row, whose images are of arch.
@@ -50,7 +50,7 @@ func desktop(row, profile, images, arch string) Platform {
 			About: text(
 				"Docker Desktop on an Apple Silicon Mac (README.md \"Mac handoff\"): a",
 				"self-hosted runner with Docker Desktop, Apple Virtualization framework,",
-				"ECI off. The manifest runs seven scenarios; the row requires all seven."),
+				"ECI off. The manifest runs eight scenarios; the row requires all eight."),
 			Manifest:    m.File,
 			Engine:      DockerDesktop(),
 			Runner:      []string{"self-hosted", "macOS", "ARM64", "qualbox-desktop"},

@@ -17,7 +17,7 @@ var linuxARM64EmulatedAMD64 = Platform{
 		Tuple:        arm64Controller(ref2914Tuple),
 		CIGate:       Informational,
 		ReleaseGate:  Informational,
-		ReleaseRan:   beforeEngineRestart(linuxARM64EmulatedAMD64Manifest.File),
+		ReleaseRan:   beforeWarmPool(linuxARM64EmulatedAMD64Manifest.File),
 	}},
 }
 
@@ -37,5 +37,5 @@ var linuxARM64EmulatedAMD64Manifest = Manifest{
 		"  LANEC_EMULATE=amd64 make test-lane-d",
 		""),
 	Deadlines: EmulatedCPUDeadlines,
-	Overrides: []Override{arm64Admission},
+	Overrides: []Override{arm64Admission, EmulatedCPUWarmPool},
 }

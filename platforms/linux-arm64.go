@@ -17,7 +17,7 @@ var linuxARM64 = Platform{
 			Tuple:        arm64Controller(ref2914Tuple),
 			CIGate:       Informational,
 			ReleaseGate:  Required,
-			ReleaseRan:   beforeEngineRestart(linuxARM64Manifest.File),
+			ReleaseRan:   beforeWarmPool(linuxARM64Manifest.File),
 		},
 		{
 			Name: "hosted-ubuntu-arm",
@@ -70,5 +70,5 @@ var linuxARM64Manifest = Manifest{
 		"manifests/linux-x64.yaml, deadlines included (arm64 code under TCG runs at",
 		"the speed of lane C's x86-64 guest)."),
 	Deadlines: EmulatedCPUDeadlines,
-	Overrides: []Override{arm64Admission},
+	Overrides: []Override{arm64Admission, EmulatedCPUWarmPool},
 }

@@ -22,7 +22,7 @@ var linuxX64CgroupV1 = Platform{
 			CIGate:      Required,
 			ReleaseGate: Required,
 			Waived:      []string{"datasets", "engine-restart"},
-			ReleaseRan:  beforeEngineRestart(laneAManifest.File),
+			ReleaseRan:  beforeWarmPool(laneAManifest.File),
 		},
 		{
 			Name:        "lane-b",
@@ -33,15 +33,16 @@ var linuxX64CgroupV1 = Platform{
 			Tuple:       Tuple{Engine: "2.0.0-"},
 			CIGate:      Required,
 			ReleaseGate: Required,
-			ReleaseRan:  beforeEngineRestart(laneBManifest.File),
+			ReleaseRan:  beforeWarmPool(laneBManifest.File),
 		},
 	},
 }
 
-// beforeEngineRestart is the manifest file the committed reports of a row
-// ran before the catalogue gained engine-restart (reports/manifests/).
-func beforeEngineRestart(file string) *Ran {
-	return &Ran{File: file, Lacks: []string{"engine-restart"}}
+// beforeWarmPool is the manifest file the committed reports of a row ran
+// before the catalogue gained warm-pool and engine-restart
+// (reports/manifests/), which those reports lack.
+func beforeWarmPool(file string) *Ran {
+	return &Ran{File: file, Lacks: []string{"warm-pool", "engine-restart"}}
 }
 
 // cgroupV1Runner is the self-hosted runner of lanes A and B.

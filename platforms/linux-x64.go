@@ -18,7 +18,7 @@ var linuxX64 = Platform{
 			Tuple:       Tuple{Engine: "2.0.0-"},
 			CIGate:      Required,
 			ReleaseGate: Required,
-			ReleaseRan:  beforeEngineRestart(linuxX64Manifest.File),
+			ReleaseRan:  beforeWarmPool(linuxX64Manifest.File),
 			Waived:      []string{"datasets"},
 		},
 		{
@@ -36,7 +36,7 @@ var linuxX64 = Platform{
 				StorageDriver: "overlayfs", OperatingSystem: "Debian GNU/Linux"},
 			CIGate:      Informational,
 			ReleaseGate: Required,
-			ReleaseRan:  beforeEngineRestart(linuxX64Manifest.File),
+			ReleaseRan:  beforeWarmPool(linuxX64Manifest.File),
 			Waived:      []string{"datasets"},
 		},
 		{
@@ -51,7 +51,7 @@ var linuxX64 = Platform{
 			Tuple:        ref2914Tuple,
 			CIGate:       Informational,
 			ReleaseGate:  Required,
-			ReleaseRan:   beforeEngineRestart(linuxX64Manifest.File),
+			ReleaseRan:   beforeWarmPool(linuxX64Manifest.File),
 		},
 		{
 			Name: "current-29.7.2",
@@ -66,7 +66,7 @@ var linuxX64 = Platform{
 				StorageDriver: "overlayfs", OperatingSystem: "Debian GNU/Linux"},
 			CIGate:      Informational,
 			ReleaseGate: Required,
-			ReleaseRan:  beforeEngineRestart(linuxX64Manifest.File),
+			ReleaseRan:  beforeWarmPool(linuxX64Manifest.File),
 		},
 		{
 			Name: "hosted-ubuntu",
@@ -117,7 +117,8 @@ var linuxX64Manifest = Manifest{
 		"  make qualify-linux-x64        (scripts/lanec.sh run)",
 		"",
 		"Everything below the deadlines equals manifests/linux-x64-cgroupv1.yaml but",
-		"engine-restart's restart command (the guest's docker.service).",
+		"engine-restart's restart command (the guest's docker.service) and",
+		"warm-pool's maxIdle.",
 		"The deadlines are policy data for an emulated CPU: under TCG a hardened",
 		"container start is about 13x slower than native, so startup and cleanup",
 		"get 300 s and 120 s."),
@@ -129,5 +130,6 @@ var linuxX64Manifest = Manifest{
 				"profile must be refused.")},
 			{Key: "mustFail", YAML: `["/info CgroupVersion", "/info CgroupDriver"]`},
 		}},
+		EmulatedCPUWarmPool,
 	},
 }

@@ -52,6 +52,14 @@ var DefaultDeadlines = Deadlines{StartupMs: 60000, CleanupMs: 30000}
 // than native (docs/lanes.md#lane-c).
 var EmulatedCPUDeadlines = Deadlines{StartupMs: 300000, CleanupMs: 120000}
 
+// EmulatedCPUWarmPool is warm-pool's entry in a manifest whose Engine runs
+// under QEMU's TCG: a sandbox's start there takes seconds, so the expiry
+// case's maxIdle is 30 s, well above the pool's fill.
+var EmulatedCPUWarmPool = Override{Scenario: "warm-pool",
+	Params: []Param{{Key: "size", YAML: "4"}, {Key: "idleMs", YAML: "30000"}},
+	Note: `A pool of 4 sandboxes per case (docs/qualification.md#warm-pool);
+the expiry case's maxIdle is 30 s, well above a start under TCG.`}
+
 // Override changes one catalogue entry in one manifest.
 type Override struct {
 	// Scenario is the catalogue entry's name.

@@ -75,11 +75,11 @@ func TestCheckCatchesEachInconsistency(t *testing.T) {
 		{"unknown override", func(a []Platform) []Platform {
 			a[1].Manifests[0].Overrides = append(a[1].Manifests[0].Overrides, Override{Scenario: "engine-reboot"})
 			return a
-		}, `overrides[1]: "engine-reboot" is not a scenario of the catalogue`},
+		}, `overrides[2]: "engine-reboot" is not a scenario of the catalogue`},
 		{"override twice", func(a []Platform) []Platform {
 			a[1].Manifests[0].Overrides = append(a[1].Manifests[0].Overrides, Override{Scenario: "admission"})
 			return a
-		}, `overrides[1]: "admission" is overridden twice`},
+		}, `overrides[2]: "admission" is overridden twice`},
 		{"override of a scenario not run", func(a []Platform) []Platform {
 			a[4].Manifests[0].Overrides = append(a[4].Manifests[0].Overrides, Override{Scenario: "transfer"})
 			return a
@@ -150,7 +150,7 @@ func TestAllIsACopy(t *testing.T) {
 
 // A manifest's scenarios are the catalogue, narrowed to Only in
 // catalogue order, with each override's params and note: the Desktop
-// manifests run seven scenarios, admission with their own params and
+// manifests run eight scenarios, admission with their own params and
 // datasets without the catalogue's note; the rest keep the catalogue's.
 func TestManifestScenariosApplyTheOverrides(t *testing.T) {
 	got, err := All()[4].Manifests[0].Scenarios()
@@ -159,7 +159,7 @@ func TestManifestScenariosApplyTheOverrides(t *testing.T) {
 	for _, s := range got {
 		names = append(names, s.Name)
 	}
-	assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission"})
+	assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission", "warm-pool"})
 	assert.DeepEqual(t, got[0].Params[0], Param{Key: "reject", YAML: "[linux-x64]"})
 	assert.DeepEqual(t, got[2], Catalogue[2])
 	assert.Check(t, is.Equal(got[5].Note, ""))
@@ -168,8 +168,15 @@ func TestManifestScenariosApplyTheOverrides(t *testing.T) {
 	full, err := All()[1].Manifests[0].Scenarios()
 	assert.NilError(t, err)
 	assert.Equal(t, len(full), len(Catalogue))
-	for i, s := range full[1:] {
-		assert.Check(t, is.DeepEqual(s, Catalogue[i+1]))
+	// linux-x64 overrides admission and, under TCG, warm-pool's maxIdle.
+	for i, s := range full {
+		switch s.Name {
+		case "admission":
+		case "warm-pool":
+			assert.Check(t, is.DeepEqual(s.Params, EmulatedCPUWarmPool.Params))
+		default:
+			assert.Check(t, is.DeepEqual(s, Catalogue[i]))
+		}
 	}
 }
 
@@ -188,7 +195,7 @@ func TestEntryRequiredLeavesOutTheWaived(t *testing.T) {
 	i = slices.IndexFunc(rows, func(e Entry) bool { return e.Name == "lane-b" })
 	assert.Assert(t, i >= 0)
 	assert.Check(t, is.DeepEqual(rows[i].Required(), names(Catalogue)))
-	assert.Check(t, is.DeepEqual(rows[i].ReleaseRequired(), names(Catalogue[:len(Catalogue)-1])), "lane B's committed reports predate engine-restart")
+	assert.Check(t, is.DeepEqual(rows[i].ReleaseRequired(), names(Catalogue[:len(Catalogue)-2])), "lane B's committed reports predate warm-pool and engine-restart")
 }
 
 func names(s []Scenario) []string {

@@ -62,7 +62,7 @@ func TestCIPolicyLoads(t *testing.T) {
 	p, err := evidence.LoadPolicy(filepath.Join("..", "..", ".github", "gate-policy.yaml"), scenario.Default())
 	assert.NilError(t, err)
 	assert.Assert(t, p.Requirement.Harness.CleanRevision)
-	desktop := []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission"}
+	desktop := []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission", "warm-pool"}
 	rows := platforms.RowNames(func(e platforms.Entry) bool { return e.Engine.Kind == platforms.Desktop })
 	assert.Equal(t, len(rows), 2)
 	for _, r := range p.Requirement.Rows {

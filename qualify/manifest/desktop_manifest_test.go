@@ -26,7 +26,7 @@ func TestDesktopManifests(t *testing.T) {
 		for _, s := range m.Scenarios {
 			names = append(names, s.Name)
 		}
-		assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission"})
+		assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "lost-engine-replies", "unsupported-quota", "datasets", "desktop-admission", "warm-pool"})
 	}
 	assert.Equal(t, n, 2)
 }

@@ -64,7 +64,7 @@ func TestShippedManifest(t *testing.T) {
 		assert.DeepEqual(t, names, []string{"admission", "isolation", "lifecycle", "memory-exhaustion", "pid-exhaustion",
 			"tmpfs-bounds", "stream-limits", "cancellation", "descendant-containment", "network-isolation",
 			"lost-engine-replies", "exact-cleanup", "unsupported-quota", "transfer", "controller-death", "datasets", "desktop-admission",
-			"engine-restart"})
+			"warm-pool", "engine-restart"})
 		sorted := slices.Sorted(slices.Values(names))
 		assert.DeepEqual(t, sorted, scenario.Default().Names())
 		t.Logf("%s: %d scenarios", path, len(names))
