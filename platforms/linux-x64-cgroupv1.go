@@ -22,7 +22,6 @@ var linuxX64CgroupV1 = Platform{
 			CIGate:      Required,
 			ReleaseGate: Required,
 			Waived:      []string{"datasets", "engine-restart"},
-			ReleaseRan:  beforeWarmPool(laneAManifest.File),
 		},
 		{
 			Name:        "lane-b",
@@ -33,7 +32,6 @@ var linuxX64CgroupV1 = Platform{
 			Tuple:       Tuple{Engine: "2.0.0-"},
 			CIGate:      Required,
 			ReleaseGate: Required,
-			ReleaseRan:  beforeWarmPool(laneBManifest.File),
 		},
 	},
 }

@@ -159,7 +159,7 @@ func TestVerifyPolicyRefusesAPlantedKey(t *testing.T) {
 	assert.Equal(t, code, exitcode.Failed, stderr.String())
 	assert.Check(t, is.Contains(stderr.String(), plantedReport+": FAILED"))
 	assert.Check(t, is.Contains(stderr.String(), "  evidence.dsse.json: no signature by a key the policy trusts (trusted key IDs: "+
-		keyID(t, "../../reports/keys/qualbox-ed25519.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-02.pub")+")"))
+		keyID(t, "../../reports/keys/qualbox-ed25519.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-02.pub")+", "+keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-06.pub")+")"))
 	assert.Check(t, is.Equal(stdout.String(), ""))
 
 	// make verify runs exactly that.
@@ -237,7 +237,7 @@ func TestGateRefusesAForgedHarnessOfACommittedReport(t *testing.T) {
 	}{
 		// Below 9: a claimed v9 or later would be refused sooner, by
 		// verification, for lacking that catalogue's probe checks.
-		{"catalogue v6", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 6 }, "catalogue version 6 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6, v3 sha256 bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79, v4 sha256 0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171, v5 sha256 4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e)"},
+		{"catalogue v6", func(h *evidence.Harness) { clean(h); h.CatalogueVersion = 6 }, "catalogue version 6 is not an accepted catalogue (accepted: v3 sha256 d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6, v3 sha256 bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79, v4 sha256 0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171, v5 sha256 4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e, v11 sha256 65daf115a59120c77abedba058da7ecd32445d176ec750299248cfe1585cd50d)"},
 		{"listed version, unknown digest", func(h *evidence.Harness) { clean(h); h.CatalogueSHA256 = strings.Repeat("0", 64) }, "catalogue sha256 " + strings.Repeat("0", 64) + " is not an accepted digest of catalogue version 3"},
 		{"foreign module", func(h *evidence.Harness) { clean(h); h.Module = "example.com/qualbox" }, `module "example.com/qualbox" is not the required "github.com/qualbox/qualbox"`},
 		{"dirty build", func(h *evidence.Harness) { clean(h); h.VCSModified = true }, "the build of VCS revision 0123456789abcdef0123456789abcdef01234567 has local modifications, and a clean VCS revision is required"},

@@ -25,7 +25,8 @@ func TestExamplePolicyLoads(t *testing.T) {
 		Catalogues: []evidence.Catalogue{{Version: 3, SHA256: "d315d7e1823fae2d0e4a87824f540c59c42411c454ff012b3f06dcf56f474bd6"},
 			{Version: 3, SHA256: "bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79"},
 			{Version: 4, SHA256: "0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171"},
-			{Version: 5, SHA256: "4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e"}}, CleanRevision: true})
+			{Version: 5, SHA256: "4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e"},
+			{Version: 11, SHA256: "65daf115a59120c77abedba058da7ecd32445d176ec750299248cfe1585cd50d"}}, CleanRevision: true})
 	// lane C on the reference's baseline runs everything but datasets,
 	// below 29.1.4; on its dataset composition, everything.
 	for _, r := range p.Requirement.Rows[3:5] {
@@ -35,17 +36,20 @@ func TestExamplePolicyLoads(t *testing.T) {
 	assert.Equal(t, len(p.Requirement.Rows[3].Scenarios), 16)
 	assert.Equal(t, p.Requirement.Rows[4].Name, "ref-29.1.4")
 	assert.Equal(t, len(p.Requirement.Rows[4].Scenarios), 17)
-	// The current manifest, and the one the committed report ran.
-	assert.Equal(t, len(p.Requirement.Rows[0].Manifests), 2)
+	// Lane A's committed report ran the current manifest; a tuple row's
+	// ran an older one, pinned beside the current one.
 	want, err := evidence.FileSHA256(filepath.Join("..", "..", "manifests", "linux-x64-cgroupv1.yaml"))
 	assert.NilError(t, err)
-	assert.Equal(t, p.Requirement.Rows[0].Manifests[0], want)
-	older, err := evidence.FileSHA256(filepath.Join("..", "..", "reports", "manifests", "linux-x64-cgroupv1.yaml"))
+	assert.DeepEqual(t, p.Requirement.Rows[0].Manifests, []string{want})
+	current, err := evidence.FileSHA256(filepath.Join("..", "..", "manifests", "linux-x64.yaml"))
 	assert.NilError(t, err)
-	assert.Equal(t, p.Requirement.Rows[0].Manifests[1], older)
-	assert.Equal(t, len(p.Requirement.Rows[0].Scenarios), 16)
-	assert.Equal(t, len(p.Requirement.Rows[1].Scenarios), 17)
-	assert.Equal(t, len(p.Trust), 3)
+	older, err := evidence.FileSHA256(filepath.Join("..", "..", "reports", "manifests", "linux-x64.yaml"))
+	assert.NilError(t, err)
+	assert.DeepEqual(t, p.Requirement.Rows[3].Manifests, []string{current, older})
+	// Lane A: the catalogue but datasets and engine-restart; lane B: all.
+	assert.Equal(t, len(p.Requirement.Rows[0].Scenarios), 17)
+	assert.Equal(t, len(p.Requirement.Rows[1].Scenarios), 19)
+	assert.Equal(t, len(p.Trust), 4)
 	assert.Equal(t, filepath.Base(p.Trust[1].KeyFile), "qualbox-ed25519-2026-12-01.pub")
 	assert.DeepEqual(t, p.Trust[1].Rows, []string{"lane-a", "lane-b", "lane-c"})
 	assert.Equal(t, p.Trust[1].NotBefore, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
