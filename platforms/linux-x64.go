@@ -18,7 +18,6 @@ var linuxX64 = Platform{
 			Tuple:       Tuple{Engine: "2.0.0-"},
 			CIGate:      Required,
 			ReleaseGate: Required,
-			ReleaseRan:  beforeWarmPool(linuxX64Manifest.File),
 			Waived:      []string{"datasets"},
 		},
 		{
