@@ -209,135 +209,214 @@ func (e *Error) Error() string {
 // not run, a guest without tuple or
 // architecture, a hosted row without docker-ce version, and tuple pins
 // that cannot tell rows of one profile apart.
+//
+// The checks run platform by platform, in the order the problems are
+// listed: the platform's profile and rows (checkPlatform), each manifest
+// (checkManifest), each row against its manifest (checkRowManifest) and
+// its own fields (checkRow), and last the rows' tuple pins
+// (checkDistinct).
 func Check(platforms []Platform, profileNames []string) error {
-	var problems []string
-	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	profileOf, fileOf, rowOf := map[string]bool{}, map[string]string{}, map[string]string{}
+	c := &registryCheck{profileNames: profileNames, profileOf: map[string]bool{}, fileOf: map[string]string{}, rowOf: map[string]string{}}
 	for _, p := range platforms {
-		at := "platform " + p.Profile
-		switch {
-		case p.Profile == "":
-			add("a platform has no profile")
-		case profileOf[p.Profile]:
-			add("%s: a second platform of the profile; add its rows to the first", at)
-		case profileNames != nil && !slices.Contains(profileNames, p.Profile):
-			add("%s: no profile profiles/profiles/%s.yaml (profiles: %s)", at, p.Profile, strings.Join(profileNames, ", "))
-		}
-		profileOf[p.Profile] = true
-		if len(p.Rows) == 0 {
-			add("%s: no rows", at)
-		}
-		for _, m := range p.Manifests {
-			mat := at + ", manifest " + m.File
-			switch {
-			case m.File == "" || strings.ContainsAny(m.File, `/\`) || !strings.HasSuffix(m.File, ".yaml"):
-				add("%s: the file name must be NAME.yaml, in manifests/", mat)
-			case fileOf[m.File] != "":
-				add("%s: also a manifest of platform %s", mat, fileOf[m.File])
-			}
-			fileOf[m.File] = p.Profile
-			if _, err := m.Scenarios(); err != nil {
-				add("%s: %v", mat, err)
-			}
-			if !slices.ContainsFunc(p.Rows, func(r Row) bool { return r.Manifest == m.File }) {
-				add("%s: no row runs it", mat)
-			}
-		}
-		for _, r := range p.Rows {
-			rat := at + ", row " + r.Name
-			switch {
-			case r.Name == "":
-				add("%s: a row has no name", at)
-			case rowOf[r.Name] != "":
-				add("%s: the name is also a row of platform %s", rat, rowOf[r.Name])
-			}
-			rowOf[r.Name] = p.Profile
-			m, ok := p.manifest(r.Manifest)
-			if !ok {
-				add("%s: manifest %q is not one of the platform's", rat, r.Manifest)
-			} else if scenarios, err := m.Scenarios(); err == nil {
-				for _, w := range r.Waived {
-					if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Name == w }) {
-						add("%s: waived scenario %q is not one manifest %s runs", rat, w, m.File)
-					}
-				}
-				if len(r.Waived) >= len(scenarios) {
-					add("%s: every scenario is waived", rat)
-				}
-				if ran := r.ReleaseRan; ran != nil {
-					for _, l := range ran.Lacks {
-						if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Name == l }) {
-							add("%s: release-ran %s lacks %q, which manifest %s does not run either", rat, ran.File, l, m.File)
-						}
-					}
-				}
-			}
-			problems = append(problems, checkRow(rat, r)...)
-		}
-		problems = append(problems, checkDistinct(at, p.Rows)...)
+		c.checkPlatform(p)
 	}
-	if len(problems) > 0 {
-		return &Error{Problems: problems}
+	if len(c.problems) > 0 {
+		return &Error{Problems: c.problems}
 	}
 	return nil
 }
 
-// checkRow returns what is wrong with one row's own fields.
+// registryCheck is the state of one Check as it goes over the platforms.
+type registryCheck struct {
+	profileNames []string
+	// profileOf holds the profiles seen; fileOf and rowOf map a manifest
+	// file and a row name to the profile of the platform that has it.
+	profileOf     map[string]bool
+	fileOf, rowOf map[string]string
+	problems      []string
+}
+
+func (c *registryCheck) add(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+// checkPlatform checks p's profile, manifests and rows.
+func (c *registryCheck) checkPlatform(p Platform) {
+	at := "platform " + p.Profile
+	switch {
+	case p.Profile == "":
+		c.add("a platform has no profile")
+	case c.profileOf[p.Profile]:
+		c.add("%s: a second platform of the profile; add its rows to the first", at)
+	case c.profileNames != nil && !slices.Contains(c.profileNames, p.Profile):
+		c.add("%s: no profile profiles/profiles/%s.yaml (profiles: %s)", at, p.Profile, strings.Join(c.profileNames, ", "))
+	}
+	c.profileOf[p.Profile] = true
+	if len(p.Rows) == 0 {
+		c.add("%s: no rows", at)
+	}
+	for _, m := range p.Manifests {
+		c.checkManifest(at, p, m)
+	}
+	for _, r := range p.Rows {
+		rat := at + ", row " + r.Name
+		switch {
+		case r.Name == "":
+			c.add("%s: a row has no name", at)
+		case c.rowOf[r.Name] != "":
+			c.add("%s: the name is also a row of platform %s", rat, c.rowOf[r.Name])
+		}
+		c.rowOf[r.Name] = p.Profile
+		c.checkRowManifest(rat, p, r)
+		c.problems = append(c.problems, checkRow(rat, r)...)
+	}
+	c.problems = append(c.problems, checkDistinct(at, p.Rows)...)
+}
+
+// checkManifest checks m, a manifest of p (at names p): its file name,
+// that no other platform has it, its scenarios, and that a row runs it.
+func (c *registryCheck) checkManifest(at string, p Platform, m Manifest) {
+	mat := at + ", manifest " + m.File
+	switch {
+	case !yamlFileName(m.File):
+		c.add("%s: the file name must be NAME.yaml, in manifests/", mat)
+	case c.fileOf[m.File] != "":
+		c.add("%s: also a manifest of platform %s", mat, c.fileOf[m.File])
+	}
+	c.fileOf[m.File] = p.Profile
+	if _, err := m.Scenarios(); err != nil {
+		c.add("%s: %v", mat, err)
+	}
+	if !slices.ContainsFunc(p.Rows, func(r Row) bool { return r.Manifest == m.File }) {
+		c.add("%s: no row runs it", mat)
+	}
+}
+
+// checkRowManifest checks r (rat names it) against its manifest: that p
+// has it, and, when its scenarios resolve, that r waives and its
+// release-ran manifest lacks only scenarios it runs, and not all.
+func (c *registryCheck) checkRowManifest(rat string, p Platform, r Row) {
+	m, ok := p.manifest(r.Manifest)
+	if !ok {
+		c.add("%s: manifest %q is not one of the platform's", rat, r.Manifest)
+		return
+	}
+	scenarios, err := m.Scenarios()
+	if err != nil {
+		return
+	}
+	runs := func(name string) bool {
+		return slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Name == name })
+	}
+	for _, w := range r.Waived {
+		if !runs(w) {
+			c.add("%s: waived scenario %q is not one manifest %s runs", rat, w, m.File)
+		}
+	}
+	if len(r.Waived) >= len(scenarios) {
+		c.add("%s: every scenario is waived", rat)
+	}
+	if ran := r.ReleaseRan; ran != nil {
+		for _, l := range ran.Lacks {
+			if !runs(l) {
+				c.add("%s: release-ran %s lacks %q, which manifest %s does not run either", rat, ran.File, l, m.File)
+			}
+		}
+	}
+}
+
+// yamlFileName says whether name is NAME.yaml, without a directory.
+func yamlFileName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, `/\`) && strings.HasSuffix(name, ".yaml")
+}
+
+// checkRow returns what is wrong with one row's own fields: its runner
+// and gates (checkGates), its release-ran manifest (checkReleaseRan) and
+// its Engine bring-up (checkBringUp), in that order.
 func checkRow(at string, r Row) []string {
-	var out []string
-	add := func(format string, args ...any) { out = append(out, at+": "+fmt.Sprintf(format, args...)) }
+	c := &rowCheck{at: at, r: r}
+	c.checkGates()
+	c.checkReleaseRan()
+	c.checkBringUp()
+	return c.out
+}
+
+// rowCheck is the state of one checkRow: the row, at (what names it)
+// and the problems found.
+type rowCheck struct {
+	at  string
+	r   Row
+	out []string
+}
+
+func (c *rowCheck) add(format string, args ...any) {
+	c.out = append(c.out, c.at+": "+fmt.Sprintf(format, args...))
+}
+
+// checkGates checks the runner labels and the CI and release gates.
+func (c *rowCheck) checkGates() {
+	r := c.r
 	if len(r.Runner) == 0 || slices.Contains(r.Runner, "") {
-		add("runner labels %q: want at least one, none empty", r.Runner)
+		c.add("runner labels %q: want at least one, none empty", r.Runner)
 	}
 	switch r.CIGate {
 	case Informational:
 	case Required:
 		if r.DispatchOnly {
-			add("the CI gate requires it, but the workflow runs it only when dispatched: every other run's gate would fail")
+			c.add("the CI gate requires it, but the workflow runs it only when dispatched: every other run's gate would fail")
 		}
 	default:
-		add("CIGate must be Informational or Required: the workflow runs every row, and its gate lists each")
+		c.add("CIGate must be Informational or Required: the workflow runs every row, and its gate lists each")
 	}
 	if r.ReleaseGate == Informational && r.CIGate == Required {
-		add("the CI gate requires it, the release gate does not: the CI gate may only be laxer")
+		c.add("the CI gate requires it, the release gate does not: the CI gate may only be laxer")
 	}
 	if r.ReleaseGate < Absent || r.ReleaseGate > Required {
-		add("ReleaseGate %d is not a Requirement", r.ReleaseGate)
+		c.add("ReleaseGate %d is not a Requirement", r.ReleaseGate)
 	}
-	if ran := r.ReleaseRan; ran != nil {
-		switch {
-		case r.ReleaseGate == Absent:
-			add("release-ran %s: the release gate does not hold the row", ran.File)
-		case ran.File == "" || strings.ContainsAny(ran.File, `/\`) || !strings.HasSuffix(ran.File, ".yaml"):
-			add("release-ran: the file name must be NAME.yaml, in reports/manifests/")
-		case len(ran.Lacks) == 0:
-			add("release-ran %s: it lacks no scenario, so the current manifest is the one the reports ran", ran.File)
-		}
+}
+
+// checkReleaseRan checks the row's release-ran manifest, if it has one.
+func (c *rowCheck) checkReleaseRan() {
+	ran := c.r.ReleaseRan
+	if ran == nil {
+		return
 	}
-	b := r.Engine
+	switch {
+	case c.r.ReleaseGate == Absent:
+		c.add("release-ran %s: the release gate does not hold the row", ran.File)
+	case !yamlFileName(ran.File):
+		c.add("release-ran: the file name must be NAME.yaml, in reports/manifests/")
+	case len(ran.Lacks) == 0:
+		c.add("release-ran %s: it lacks no scenario, so the current manifest is the one the reports ran", ran.File)
+	}
+}
+
+// checkBringUp checks the row's Engine bring-up against its kind.
+func (c *rowCheck) checkBringUp() {
+	r, b := c.r, c.r.Engine
 	if r.DispatchOnly && b.Kind != Guest {
-		add("dispatch-only: only a guest row's job (lane-c) runs rows only when dispatched")
+		c.add("dispatch-only: only a guest row's job (lane-c) runs rows only when dispatched")
 	}
 	switch b.Kind {
 	case LaneA, LaneB, Desktop:
 		if b != (BringUp{Kind: b.Kind}) {
-			add("bring-up %s takes no tuple, arch, emulator or docker-ce version", b.Kind)
+			c.add("bring-up %s takes no tuple, arch, emulator or docker-ce version", b.Kind)
 		}
 	case Guest:
 		if b.Tuple == "" || (b.Arch != "amd64" && b.Arch != "arm64") || b.DockerCE != "" {
-			add("a guest needs a tuple and arch amd64 (lane C) or arm64 (lane D), and no docker-ce version (LaneC, LaneD)")
+			c.add("a guest needs a tuple and arch amd64 (lane C) or arm64 (lane D), and no docker-ce version (LaneC, LaneD)")
 		}
 	case Hosted:
 		if b.DockerCE == "" || b.Tuple != "" || b.Arch != "" || b.Emulate != "" {
-			add("a hosted row needs the docker-ce version it installs, and nothing else (HostedDockerCE)")
+			c.add("a hosted row needs the docker-ce version it installs, and nothing else (HostedDockerCE)")
 		}
 		if len(r.Runner) != 1 {
-			add("a hosted row runs on one GitHub-hosted runner label, got %q", r.Runner)
+			c.add("a hosted row runs on one GitHub-hosted runner label, got %q", r.Runner)
 		}
 	default:
-		add("no Engine bring-up (EngineUp, EngineUpB, LaneC, LaneD, HostedDockerCE, DockerDesktop)")
+		c.add("no Engine bring-up (EngineUp, EngineUpB, LaneC, LaneD, HostedDockerCE, DockerDesktop)")
 	}
-	return out
 }
 
 // checkDistinct returns a problem for each two rows of one platform whose

@@ -299,37 +299,69 @@ func CheckShipped(main string, deps []Dep, testOnly, testOnlyModules []string) [
 // zip); or a go.work file (it would make local builds differ from a
 // consumer's). Messages name the file, relative to root, and the line.
 // The error is for a walk that failed.
+//
+// The steps: root/go.mod (checkGoMod), then every other file of the
+// tree (checkLayoutFiles); the messages are returned sorted.
 func CheckModuleLayout(root string) ([]string, error) {
-	var errs []string
+	errs, err := checkGoMod(root)
+	if err != nil {
+		return nil, err
+	}
+	files, err := checkLayoutFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, files...)
+	sort.Strings(errs)
+	return errs, nil
+}
+
+// checkGoMod returns the messages for root/go.mod: missing, unparsable,
+// or (goModProblems) its module and directives. The error is for a
+// go.mod that exists but cannot be read.
+func checkGoMod(root string) ([]string, error) {
 	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		errs = append(errs, "go.mod: missing: the repository root must hold the module "+Module)
+		return []string{"go.mod: missing: the repository root must hold the module " + Module}, nil
 	case err != nil:
 		return nil, fmt.Errorf("depcheck: %w", err)
-	default:
-		mf, err := modfile.Parse("go.mod", data, nil)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("go.mod: %v", err))
-			break
-		}
-		if mf.Module == nil || mf.Module.Mod.Path != Module {
-			got := "none"
-			if mf.Module != nil {
-				got = mf.Module.Mod.Path
-			}
-			errs = append(errs, fmt.Sprintf("go.mod: module is %s, want %s", got, Module))
-		}
-		for _, r := range mf.Replace {
-			errs = append(errs, fmt.Sprintf("go.mod:%d: replace %s => %s: go install %s/cmd/qualify@<version> refuses a module with replace directives",
-				r.Syntax.Start.Line, r.Old.Path, r.New.Path, Module))
-		}
-		for _, x := range mf.Exclude {
-			errs = append(errs, fmt.Sprintf("go.mod:%d: exclude %s %s: go install %s/cmd/qualify@<version> refuses a module with exclude directives",
-				x.Syntax.Start.Line, x.Mod.Path, x.Mod.Version, Module))
-		}
 	}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	mf, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		return []string{fmt.Sprintf("go.mod: %v", err)}, nil
+	}
+	return goModProblems(mf), nil
+}
+
+// goModProblems returns the messages for a parsed go.mod: a module other
+// than Module, and each replace and exclude directive.
+func goModProblems(mf *modfile.File) []string {
+	var errs []string
+	if mf.Module == nil || mf.Module.Mod.Path != Module {
+		got := "none"
+		if mf.Module != nil {
+			got = mf.Module.Mod.Path
+		}
+		errs = append(errs, fmt.Sprintf("go.mod: module is %s, want %s", got, Module))
+	}
+	for _, r := range mf.Replace {
+		errs = append(errs, fmt.Sprintf("go.mod:%d: replace %s => %s: go install %s/cmd/qualify@<version> refuses a module with replace directives",
+			r.Syntax.Start.Line, r.Old.Path, r.New.Path, Module))
+	}
+	for _, x := range mf.Exclude {
+		errs = append(errs, fmt.Sprintf("go.mod:%d: exclude %s %s: go install %s/cmd/qualify@<version> refuses a module with exclude directives",
+			x.Syntax.Start.Line, x.Mod.Path, x.Mod.Version, Module))
+	}
+	return errs
+}
+
+// checkLayoutFiles walks root (not .git or testdata directories below
+// it) and returns a message for each go.mod other than root's and each
+// go.work or go.work.sum. The error is for a walk that failed.
+func checkLayoutFiles(root string) ([]string, error) {
+	var errs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -349,6 +381,5 @@ func CheckModuleLayout(root string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("depcheck: walking %s: %w", root, err)
 	}
-	sort.Strings(errs)
 	return errs, nil
 }

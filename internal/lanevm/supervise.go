@@ -69,56 +69,93 @@ func (c Config) state() string { return filepath.Join(c.Work, "share", "state") 
 // Console is the serial console log of a run in work.
 func Console(work string) string { return filepath.Join(work, "console.log") }
 
-// Check returns a *ConfigError naming the first thing wrong with c.
+// Check returns a *ConfigError naming the first thing wrong with c. The
+// steps, in order: the required fields (checkFields), the budget
+// (checkBudget), the guest image and work directory (checkDirs), and the
+// outputs not yet written (checkOutputs).
 func (c Config) Check() error {
-	bad := func(format string, a ...any) error { return &ConfigError{Reason: fmt.Sprintf(format, a...)} }
+	for _, step := range []func() error{c.checkFields, c.checkBudget, c.checkDirs, c.checkOutputs} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// badConfig returns a *ConfigError with the formatted reason.
+func badConfig(format string, a ...any) error {
+	return &ConfigError{Reason: fmt.Sprintf(format, a...)}
+}
+
+// checkFields checks that qemu, the work and image directories and the
+// budget's phases are given.
+func (c Config) checkFields() error {
 	switch {
 	case c.QEMU == "":
-		return bad("no qemu to run")
+		return badConfig("no qemu to run")
 	case c.Work == "":
-		return bad("no work directory")
+		return badConfig("no work directory")
 	case c.ImageDir == "":
-		return bad("no guest image directory")
+		return badConfig("no guest image directory")
 	case len(c.Budget.Phases) == 0:
-		return bad("a budget without phases")
+		return badConfig("a budget without phases")
 	}
+	return nil
+}
+
+// checkBudget checks every phase's mark and bound, that the last phase
+// ends at StatusFile, and the graces.
+func (c Config) checkBudget() error {
 	for _, p := range c.Budget.Phases {
 		if p.Bound <= 0 || p.Mark == "" {
-			return bad("phase %q needs a mark and a positive bound", p.Name)
+			return badConfig("phase %q needs a mark and a positive bound", p.Name)
 		}
 	}
 	if last := c.Budget.Phases[len(c.Budget.Phases)-1]; last.Mark != StatusFile {
-		return bad("the last phase %q must end at %s, not %s", last.Name, StatusFile, last.Mark)
+		return badConfig("the last phase %q must end at %s, not %s", last.Name, StatusFile, last.Mark)
 	}
 	if c.Budget.StopGrace <= 0 || c.Budget.KillGrace <= 0 {
-		return bad("the stop and kill graces must be positive")
+		return badConfig("the stop and kill graces must be positive")
 	}
+	return nil
+}
+
+// checkDirs checks that qemu can take the image and work directories'
+// paths, that the image's files are there, and that the work directory
+// has share/.
+func (c Config) checkDirs() error {
 	// qemu's option syntax splits -drive and -virtfs values at commas.
 	for _, p := range []string{c.ImageDir, c.Work} {
 		if strings.ContainsAny(p, ",\n") {
-			return bad("%s has a comma or newline, which qemu's -drive and -virtfs options cannot take", p)
+			return badConfig("%s has a comma or newline, which qemu's -drive and -virtfs options cannot take", p)
 		}
 	}
 	for _, f := range []string{"vmlinuz", "initrd.img", "rootfs.img"} {
 		if _, err := os.Stat(filepath.Join(c.ImageDir, f)); err != nil {
-			return bad("guest image %s: %v", c.ImageDir, err)
+			return badConfig("guest image %s: %v", c.ImageDir, err)
 		}
 	}
 	if info, err := os.Stat(c.share()); err != nil || !info.IsDir() {
-		return bad("work directory %s has no share/ for the guest", c.Work)
+		return badConfig("work directory %s has no share/ for the guest", c.Work)
 	}
+	return nil
+}
+
+// checkOutputs checks that Out and its .lanec directory do not exist yet
+// and that the record directory, if given, is absent or empty.
+func (c Config) checkOutputs() error {
 	if c.Out != "" {
 		for _, p := range []string{c.Out, c.Out + ".lanec"} {
 			if _, err := os.Lstat(p); err == nil {
-				return bad("%s already exists", p)
+				return badConfig("%s already exists", p)
 			}
 		}
 	}
 	if c.Record != "" {
 		if entries, err := os.ReadDir(c.Record); err == nil && len(entries) > 0 {
-			return bad("record directory %s is not empty", c.Record)
+			return badConfig("record directory %s is not empty", c.Record)
 		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return bad("record directory: %v", err)
+			return badConfig("record directory: %v", err)
 		}
 	}
 	return nil

@@ -245,7 +245,49 @@ type Options struct {
 // opts.Out/ImagesFile. Last it writes opts.Out/SumsFile over the binaries
 // and archives. It returns their names, sorted. Errors name the step and
 // carry the go command's output.
+//
+// The steps, in order: the go environment (goEnv), the module cache
+// (download), the packed proxy (pack), the output directory cleared of
+// an earlier release (clearOut), each platform's install, binaries and
+// guest image (platform), and last the images list and sums (finish).
 func Build(opts Options) ([]string, error) {
+	b := &build{opts: opts.withDefaults()}
+	if err := b.goEnv(); err != nil {
+		return nil, err
+	}
+	if err := b.download(); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "qualbox-release-")
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	defer func() {
+		// The install's module cache is writable (-modcacherw), so it can go.
+		os.RemoveAll(tmp)
+	}()
+	b.tmp = tmp
+	src, cleanup, err := WorkTree(b.opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	if err := b.pack(src); err != nil {
+		return nil, err
+	}
+	if err := b.clearOut(); err != nil {
+		return nil, err
+	}
+	for _, p := range b.opts.Platforms {
+		if err := b.platform(p); err != nil {
+			return nil, err
+		}
+	}
+	return b.finish()
+}
+
+// withDefaults fills the options Build defaults: GoTool, Platforms, Log.
+func (opts Options) withDefaults() Options {
 	if opts.GoTool == "" {
 		opts.GoTool = "go"
 	}
@@ -255,62 +297,79 @@ func Build(opts Options) ([]string, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	goenv := func(name string) (string, error) {
-		out, err := exec.Command(opts.GoTool, "env", name).Output()
+	return opts
+}
+
+// build is the state of one Build as its steps fill it.
+type build struct {
+	opts Options
+	// modcache, gocache, hostGOOS and hostGOARCH are the go command's
+	// GOMODCACHE, GOCACHE, GOHOSTOS and GOHOSTARCH.
+	modcache, gocache    string
+	hostGOOS, hostGOARCH string
+	// tmp holds the proxy and each platform's GOPATH; proxy is the
+	// packed module proxy in it.
+	tmp, proxy string
+	// targets are the Commands at opts.Version, as go install takes them.
+	targets []string
+	// names are the files written to opts.Out (binaries and archives);
+	// images are the ImagesFile lines.
+	names, images []string
+}
+
+// goEnv reads the go command's environment Build depends on.
+func (b *build) goEnv() error {
+	for _, v := range []struct {
+		name string
+		dst  *string
+	}{
+		{"GOMODCACHE", &b.modcache},
+		{"GOCACHE", &b.gocache},
+		{"GOHOSTOS", &b.hostGOOS},
+		{"GOHOSTARCH", &b.hostGOARCH},
+	} {
+		out, err := exec.Command(b.opts.GoTool, "env", v.name).Output()
 		if err != nil {
-			return "", fmt.Errorf("release: go env %s: %w", name, err)
+			return fmt.Errorf("release: go env %s: %w", v.name, err)
 		}
-		return strings.TrimSpace(string(out)), nil
+		*v.dst = strings.TrimSpace(string(out))
 	}
-	modcache, err := goenv("GOMODCACHE")
-	if err != nil {
-		return nil, err
-	}
-	gocache, err := goenv("GOCACHE")
-	if err != nil {
-		return nil, err
-	}
-	hostGOOS, err := goenv("GOHOSTOS")
-	if err != nil {
-		return nil, err
-	}
-	hostGOARCH, err := goenv("GOHOSTARCH")
-	if err != nil {
-		return nil, err
-	}
-	// The install reads dependencies from the module cache only; fill it
-	// for the module's build list first (from the network only if
-	// something is missing).
-	download := exec.Command(opts.GoTool, "mod", "download")
-	download.Dir = opts.Root
+	return nil
+}
+
+// download fills the module cache for the module's build list: the
+// install reads dependencies from it only (from the network only if
+// something is missing).
+func (b *build) download() error {
+	download := exec.Command(b.opts.GoTool, "mod", "download")
+	download.Dir = b.opts.Root
 	if out, err := download.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("release: go mod download in %s: %w: %s", opts.Root, err, bytes.TrimSpace(out))
+		return fmt.Errorf("release: go mod download in %s: %w: %s", b.opts.Root, err, bytes.TrimSpace(out))
 	}
+	return nil
+}
 
-	tmp, err := os.MkdirTemp("", "qualbox-release-")
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+// pack writes the work tree src as the module proxy in b.tmp.
+func (b *build) pack(src string) error {
+	b.proxy = filepath.Join(b.tmp, "proxy")
+	if err := WriteProxy(b.proxy, src, b.opts.Version); err != nil {
+		return err
 	}
-	defer func() {
-		// The install's module cache is writable (-modcacherw), so it can go.
-		os.RemoveAll(tmp)
-	}()
-	src, cleanup, err := WorkTree(opts.Root)
-	if err != nil {
-		return nil, err
+	fmt.Fprintf(b.opts.Log, "release: packed %s as %s@%s\n", b.opts.Root, Module, b.opts.Version)
+	b.targets = make([]string, len(Commands))
+	for i, c := range Commands {
+		b.targets[i] = Module + "/" + c + "@" + b.opts.Version
 	}
-	defer cleanup()
-	proxy := filepath.Join(tmp, "proxy")
-	if err := WriteProxy(proxy, src, opts.Version); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(opts.Log, "release: packed %s as %s@%s\n", opts.Root, Module, opts.Version)
+	return nil
+}
 
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+// clearOut creates opts.Out and removes what an earlier release wrote,
+// so that nothing stale sits beside SumsFile unlisted; other files in
+// opts.Out stay.
+func (b *build) clearOut() error {
+	if err := os.MkdirAll(b.opts.Out, 0o755); err != nil {
+		return fmt.Errorf("release: %w", err)
 	}
-	// What an earlier release wrote goes, so that nothing stale sits
-	// beside SumsFile unlisted; other files in opts.Out stay.
 	for _, p := range Platforms {
 		goos, goarch, _ := strings.Cut(p, "/")
 		stale := []string{"qualbox-guest-" + goos + "-" + goarch + ".tar"}
@@ -318,76 +377,106 @@ func Build(opts Options) ([]string, error) {
 			stale = append(stale, filepath.Base(c)+"-"+goos+"-"+goarch)
 		}
 		for _, n := range append(stale, SumsFile, ImagesFile) {
-			if err := os.Remove(filepath.Join(opts.Out, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("release: %w", err)
+			if err := removeIfPresent(filepath.Join(b.opts.Out, n)); err != nil {
+				return err
 			}
 		}
 	}
-	targets := make([]string, len(Commands))
-	for i, c := range Commands {
-		targets[i] = Module + "/" + c + "@" + opts.Version
+	return nil
+}
+
+// removeIfPresent removes path; its absence is no error.
+func removeIfPresent(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("release: %w", err)
 	}
-	var names, images []string
-	for _, p := range opts.Platforms {
-		goos, goarch, ok := strings.Cut(p, "/")
-		if !ok || goos == "" || goarch == "" {
-			return nil, fmt.Errorf("release: platform %q is not GOOS/GOARCH", p)
+	return nil
+}
+
+// platform installs the commands for p (GOOS/GOARCH), copies them to
+// opts.Out and, for Linux, writes the guest image archive.
+func (b *build) platform(p string) error {
+	goos, goarch, ok := strings.Cut(p, "/")
+	if !ok || goos == "" || goarch == "" {
+		return fmt.Errorf("release: platform %q is not GOOS/GOARCH", p)
+	}
+	bin, err := b.install(p, goos, goarch)
+	if err != nil {
+		return err
+	}
+	for _, c := range Commands {
+		name := filepath.Base(c) + "-" + goos + "-" + goarch
+		if err := copyOut(filepath.Join(bin, filepath.Base(c)), filepath.Join(b.opts.Out, name)); err != nil {
+			return err
 		}
-		gopath := filepath.Join(tmp, "gopath-"+goos+"-"+goarch)
-		install := targets
-		if goos == "linux" {
-			install = append(slices.Clone(targets), Module+"/"+ProbeCommand+"@"+opts.Version)
-		}
-		cmd := exec.Command(opts.GoTool, append([]string{"install"}, install...)...)
-		cmd.Dir = tmp
-		cmd.Env = append(InstallEnv(os.Environ(), proxy, modcache, gopath, filepath.Join(tmp, "modcache"), gocache), "GOOS="+goos, "GOARCH="+goarch)
-		fmt.Fprintf(opts.Log, "release: go install %s for %s\n", strings.Join(install, " "), p)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("release: go install for %s: %w: %s", p, err, bytes.TrimSpace(out))
-		}
-		// go install puts a cross-compiled binary in $GOPATH/bin/GOOS_GOARCH.
-		bin := filepath.Join(gopath, "bin")
-		if goos != hostGOOS || goarch != hostGOARCH {
-			bin = filepath.Join(bin, goos+"_"+goarch)
-		}
-		for _, c := range Commands {
-			name := filepath.Base(c) + "-" + goos + "-" + goarch
-			if err := copyOut(filepath.Join(bin, filepath.Base(c)), filepath.Join(opts.Out, name)); err != nil {
-				return nil, err
-			}
-			names = append(names, name)
-		}
-		if goos != "linux" {
-			continue
-		}
-		busybox := opts.Busybox[goarch]
-		if busybox == "" {
-			fmt.Fprintf(opts.Log, "release: no static busybox for linux/%s given (BUSYBOX_%s=...): no guest image archive for it\n", goarch, strings.ToUpper(goarch))
-			continue
-		}
-		name := "qualbox-guest-linux-" + goarch + ".tar"
-		id, err := WriteImage(filepath.Join(opts.Out, name), busybox, filepath.Join(bin, filepath.Base(ProbeCommand)), goarch)
-		if err != nil {
+		b.names = append(b.names, name)
+	}
+	if goos != "linux" {
+		return nil
+	}
+	return b.guestImage(bin, goarch)
+}
+
+// install runs go install of the targets (and, for Linux, ProbeCommand)
+// for p from the packed proxy, and returns the directory the binaries
+// are in.
+func (b *build) install(p, goos, goarch string) (string, error) {
+	gopath := filepath.Join(b.tmp, "gopath-"+goos+"-"+goarch)
+	install := b.targets
+	if goos == "linux" {
+		install = append(slices.Clone(b.targets), Module+"/"+ProbeCommand+"@"+b.opts.Version)
+	}
+	cmd := exec.Command(b.opts.GoTool, append([]string{"install"}, install...)...)
+	cmd.Dir = b.tmp
+	cmd.Env = append(InstallEnv(os.Environ(), b.proxy, b.modcache, gopath, filepath.Join(b.tmp, "modcache"), b.gocache), "GOOS="+goos, "GOARCH="+goarch)
+	fmt.Fprintf(b.opts.Log, "release: go install %s for %s\n", strings.Join(install, " "), p)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("release: go install for %s: %w: %s", p, err, bytes.TrimSpace(out))
+	}
+	// go install puts a cross-compiled binary in $GOPATH/bin/GOOS_GOARCH.
+	bin := filepath.Join(gopath, "bin")
+	if goos != b.hostGOOS || goarch != b.hostGOARCH {
+		bin = filepath.Join(bin, goos+"_"+goarch)
+	}
+	return bin, nil
+}
+
+// guestImage writes linux/goarch's guest image archive from the probe in
+// bin, or logs that no busybox was given for it.
+func (b *build) guestImage(bin, goarch string) error {
+	busybox := b.opts.Busybox[goarch]
+	if busybox == "" {
+		fmt.Fprintf(b.opts.Log, "release: no static busybox for linux/%s given (BUSYBOX_%s=...): no guest image archive for it\n", goarch, strings.ToUpper(goarch))
+		return nil
+	}
+	name := "qualbox-guest-linux-" + goarch + ".tar"
+	id, err := WriteImage(filepath.Join(b.opts.Out, name), busybox, filepath.Join(bin, filepath.Base(ProbeCommand)), goarch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b.opts.Log, "release: %s: guest image %s (docker load -i %s)\n", name, id, name)
+	b.images = append(b.images, id+"  "+name+"\n")
+	b.names = append(b.names, name)
+	return nil
+}
+
+// finish writes ImagesFile (or removes it when no image was written) and
+// SumsFile, and returns the written names, sorted.
+func (b *build) finish() ([]string, error) {
+	sort.Strings(b.names)
+	sort.Strings(b.images)
+	imagesPath := filepath.Join(b.opts.Out, ImagesFile)
+	if len(b.images) == 0 {
+		if err := removeIfPresent(imagesPath); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(opts.Log, "release: %s: guest image %s (docker load -i %s)\n", name, id, name)
-		images = append(images, id+"  "+name+"\n")
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	sort.Strings(images)
-	imagesPath := filepath.Join(opts.Out, ImagesFile)
-	if len(images) == 0 {
-		if err := os.Remove(imagesPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-	} else if err := os.WriteFile(imagesPath, []byte(strings.Join(images, "")), 0o644); err != nil {
+	} else if err := os.WriteFile(imagesPath, []byte(strings.Join(b.images, "")), 0o644); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	if err := WriteSums(opts.Out, names); err != nil {
+	if err := WriteSums(b.opts.Out, b.names); err != nil {
 		return nil, err
 	}
-	return names, nil
+	return b.names, nil
 }
 
 // WriteImage writes the guest image archive (a docker-archive tar, the

@@ -418,16 +418,47 @@ func (c *poolCase) expiry(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(bound / 2):
 	}
+	held, err := c.holdAllButOne(ctx)
+	if err != nil {
+		return err
+	}
+	exp, err := c.awaitExpiry(ctx, bound)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	idle := c.pool.Idle()
+	cctx, cancel := cleanupContext(ctx, c.env.Policy)
+	defer cancel()
+	if err := c.checkExpiredGone(cctx, exp); err != nil {
+		return err
+	}
+	others := append(slices.Clone(held), c.youngIdle(idle, exp, now, bound)...)
+	if err := c.checkStillPresent(cctx, len(held), others); err != nil {
+		return err
+	}
+	c.checkReplaced(ctx, exp)
+	return nil
+}
+
+// holdAllButOne acquires size-1 sandboxes, one after the other, and
+// returns their IDs (observed as "held").
+func (c *poolCase) holdAllButOne(ctx context.Context) ([]sandboxapi.SandboxID, error) {
 	var held []sandboxapi.SandboxID
 	for i := 1; i < c.p.Size; i++ {
 		sb, err := c.acquire(ctx)
 		if err != nil {
-			return fmt.Errorf("acquisition %d: %w", i, err)
+			return nil, fmt.Errorf("acquisition %d: %w", i, err)
 		}
 		held = append(held, sb.ID())
 	}
 	c.rec.Observe(c.name+": held", held)
+	return held, nil
+}
 
+// awaitExpiry waits for the pool's first expiry event: bound (maxIdle)
+// plus fillBound plus the cleanup deadline.
+func (c *poolCase) awaitExpiry(ctx context.Context, bound time.Duration) (poolEvent, error) {
 	var exp poolEvent
 	wait := bound + c.fillBound() + sandboxapi.Milliseconds(c.env.Policy.Deadlines.CleanupMs)
 	if !waitUntil(ctx, wait, func() bool {
@@ -435,12 +466,14 @@ func (c *poolCase) expiry(ctx context.Context) error {
 		exp, ok = c.events.first(sandboxapi.PoolExpired, time.Time{})
 		return ok
 	}) {
-		return fmt.Errorf("no idle sandbox expired within %s; events: %v", wait, c.events.list(c.started))
+		return exp, fmt.Errorf("no idle sandbox expired within %s; events: %v", wait, c.events.list(c.started))
 	}
-	now := time.Now()
-	idle := c.pool.Idle()
-	cctx, cancel := cleanupContext(ctx, c.env.Policy)
-	defer cancel()
+	return exp, nil
+}
+
+// checkExpiredGone checks that every resource of the expired sandbox is
+// absent, by exact names and IDs, and that its expiry cleanup succeeded.
+func (c *poolCase) checkExpiredGone(cctx context.Context, exp poolEvent) error {
 	xrec, _ := c.store.latest(exp.SandboxID)
 	present, probes, err := presence(cctx, c.env.Engine, xrec)
 	if err != nil {
@@ -449,18 +482,30 @@ func (c *poolCase) expiry(ctx context.Context) error {
 	c.check("the expired sandbox is gone (exact names and IDs)", "every resource 404; expiry cleanup nil",
 		fmt.Sprintf("%s: %s; expiry cleanup %s", exp.SandboxID, strings.Join(probes, "; "), errText(exp.Err)),
 		len(probes) > 0 && present == 0 && exp.Err == nil)
+	return nil
+}
 
-	// Younger than four fifths of the bound at now: none of them can
-	// expire while they are inspected.
-	others := slices.Clone(held)
+// youngIdle returns the sandboxes of idle, other than the expired one,
+// started less than four fifths of bound before now: none of them can
+// expire while they are inspected. They are observed with their idle
+// times.
+func (c *poolCase) youngIdle(idle []sandboxapi.SandboxID, exp poolEvent, now time.Time, bound time.Duration) []sandboxapi.SandboxID {
+	var ids []sandboxapi.SandboxID
 	var young []string
 	for _, id := range idle {
 		if at, ok := c.events.first(sandboxapi.PoolStarted, time.Time{}, id); ok && id != exp.SandboxID && now.Sub(at.At) < bound*4/5 {
-			others = append(others, id)
+			ids = append(ids, id)
 			young = append(young, fmt.Sprintf("%s (idle %s)", id, now.Sub(at.At).Round(time.Millisecond)))
 		}
 	}
 	c.rec.Observe(c.name+": idle sandboxes younger than 4/5 of maxIdle at the expiry", young)
+	return ids
+}
+
+// checkStillPresent checks that every sandbox of others (the held ones
+// first, then the young idle ones) is wholly present, by exact names and
+// IDs.
+func (c *poolCase) checkStillPresent(cctx context.Context, held int, others []sandboxapi.SandboxID) error {
 	var missing []string
 	for _, id := range others {
 		r, _ := c.store.latest(id)
@@ -473,9 +518,14 @@ func (c *poolCase) expiry(ctx context.Context) error {
 		}
 	}
 	c.check("every handed-out sandbox and every younger idle one is still present (exact names and IDs)",
-		fmt.Sprintf("%d held and %d idle sandboxes present", len(held), len(others)-len(held)),
+		fmt.Sprintf("%d held and %d idle sandboxes present", held, len(others)-held),
 		strings.Join(append([]string{"all present"}, missing...)[min(len(missing), 1):], ", "), len(missing) == 0)
+	return nil
+}
 
+// checkReplaced waits (fillBound) for a sandbox started after the expiry
+// and the pool full again, and checks it.
+func (c *poolCase) checkReplaced(ctx context.Context, exp poolEvent) {
 	var repl poolEvent
 	replaced := waitUntil(ctx, c.fillBound(), func() bool {
 		var ok bool
@@ -487,7 +537,6 @@ func (c *poolCase) expiry(ctx context.Context) error {
 		got = fmt.Sprintf("%s started %s after the expiry; %d idle", repl.SandboxID, repl.At.Sub(exp.At).Round(time.Millisecond), len(c.pool.Idle()))
 	}
 	c.check("a replacement started and the pool is full again", fmt.Sprintf("a sandbox started after the expiry; %d idle", c.p.Size), got, replaced)
-	return nil
 }
 
 // death runs the death case (WarmPool):
@@ -509,17 +558,9 @@ func (c *poolCase) death(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	spill := filepath.Join(c.dir, "spill")
-	for _, d := range []string{spill, filepath.Join(c.dir, "spill-recovery")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	env := c.env
-	cfg := ChildConfig{
-		Profile: env.Profile, Endpoint: env.Endpoint, ImageID: env.ImageID, Namespace: env.Namespace,
-		User: env.User, Policy: env.Policy, SpillDir: spill, MarkerFile: filepath.Join(c.dir, "marker.json"),
-		PoolSize: c.p.Size, RecordDir: c.store.dir,
+	cfg, err := c.childConfig()
+	if err != nil {
+		return err
 	}
 	c.rec.Request(c.name+": child controller", fmt.Sprintf("%s %s --pool %d --records %s", bin, ChildCommand, c.p.Size, c.store.dir))
 	child, err := startChildProc(bin, cfg)
@@ -533,13 +574,60 @@ func (c *poolCase) death(ctx context.Context) error {
 	}
 	cctx, cancel := cleanupContext(ctx, c.env.Policy)
 	defer cancel()
-	killed := child.kill(exitedEarly)
-	if early != nil || !killed || len(marker.Pooled) != c.p.Size {
-		c.rec.Observe(c.name+": child output", child.out.String())
-		return fmt.Errorf("the child controller did not block with a full pool and die of SIGKILL: %d pooled, %s, %v", len(marker.Pooled), child.cmd.ProcessState, early)
+	if err := c.killChild(child, marker.Pooled, exitedEarly, early); err != nil {
+		return err
 	}
+	if err := c.afterKill(cctx, marker.Pooled); err != nil {
+		return err
+	}
+	stored, err := readRecordDir(c.store.dir)
+	if err != nil {
+		return err
+	}
+	c.checkStored(marker.Pooled, stored)
+	outcome, err := c.recoverStored(cctx, stored)
+	if err != nil {
+		return err
+	}
+	c.checkRecovered(marker.Pooled, outcome)
+	return c.checkPoolGone(cctx, marker.Pooled)
+}
+
+// childConfig makes the death case's spill directories and returns the
+// child controller's configuration: the case's record directory, spill
+// directory and marker file, and a pool of size.
+func (c *poolCase) childConfig() (ChildConfig, error) {
+	spill := filepath.Join(c.dir, "spill")
+	for _, d := range []string{spill, filepath.Join(c.dir, "spill-recovery")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return ChildConfig{}, err
+		}
+	}
+	env := c.env
+	return ChildConfig{
+		Profile: env.Profile, Endpoint: env.Endpoint, ImageID: env.ImageID, Namespace: env.Namespace,
+		User: env.User, Policy: env.Policy, SpillDir: spill, MarkerFile: filepath.Join(c.dir, "marker.json"),
+		PoolSize: c.p.Size, RecordDir: c.store.dir,
+	}, nil
+}
+
+// killChild kills the child with SIGKILL (unless its end was taken,
+// exitedEarly) and returns an error, with the child's output observed,
+// unless it blocked with a full pool (pooled, early nil) and died of it.
+func (c *poolCase) killChild(child *childProc, pooled []sandboxapi.RecoveryRecord, exitedEarly bool, early error) error {
+	killed := child.kill(exitedEarly)
+	if early != nil || !killed || len(pooled) != c.p.Size {
+		c.rec.Observe(c.name+": child output", child.out.String())
+		return fmt.Errorf("the child controller did not block with a full pool and die of SIGKILL: %d pooled, %s, %v", len(pooled), child.cmd.ProcessState, early)
+	}
+	return nil
+}
+
+// afterKill observes the pooled sandboxes' compute containers after the
+// kill, then runs the AfterDeath seam.
+func (c *poolCase) afterKill(cctx context.Context, pooled []sandboxapi.RecoveryRecord) error {
 	var states []string
-	for _, r := range marker.Pooled {
+	for _, r := range pooled {
 		_, state, err := computeState(cctx, c.env.Engine, r)
 		if err != nil {
 			return err
@@ -552,17 +640,18 @@ func (c *poolCase) death(ctx context.Context) error {
 			return fmt.Errorf("after death: %w", err)
 		}
 	}
+	return nil
+}
 
-	stored, err := readRecordDir(c.store.dir)
-	if err != nil {
-		return err
-	}
+// checkStored checks that stored holds a running record of each pooled
+// sandbox the child reported.
+func (c *poolCase) checkStored(pooled, stored []sandboxapi.RecoveryRecord) {
 	byID := map[sandboxapi.SandboxID]sandboxapi.RecoveryRecord{}
 	for _, r := range stored {
 		byID[r.SandboxID] = r
 	}
 	var missing []string
-	for _, r := range marker.Pooled {
+	for _, r := range pooled {
 		switch s, ok := byID[r.SandboxID]; {
 		case !ok:
 			missing = append(missing, fmt.Sprintf("%s (no record)", r.SandboxID))
@@ -572,13 +661,13 @@ func (c *poolCase) death(ctx context.Context) error {
 	}
 	c.check("the store holds a running record of each pooled sandbox the child reported", fmt.Sprintf("%d of %d", c.p.Size, c.p.Size),
 		fmt.Sprintf("%d of %d%s", c.p.Size-len(missing), c.p.Size, strings.Join(append([]string{""}, missing...), "; missing ")), len(missing) == 0)
+}
 
-	outcome, err := c.recoverStored(cctx, stored)
-	if err != nil {
-		return err
-	}
+// checkRecovered observes recoverStored's outcome and checks that each
+// pooled sandbox was matched and destroyed.
+func (c *poolCase) checkRecovered(pooled []sandboxapi.RecoveryRecord, outcome map[sandboxapi.SandboxID]string) {
 	var wrong []string
-	for _, r := range marker.Pooled {
+	for _, r := range pooled {
 		switch o, ok := outcome[r.SandboxID]; {
 		case !ok:
 			wrong = append(wrong, fmt.Sprintf("%s: no record to reconcile", r.SandboxID))
@@ -589,8 +678,12 @@ func (c *poolCase) death(ctx context.Context) error {
 	c.rec.Observe(c.name+": recovery", outcome)
 	c.check("a fresh controller reconciled and destroyed each pooled sandbox", "matched; destroyed, for each",
 		strings.Join(append([]string{"matched; destroyed, for each"}, wrong...)[min(len(wrong), 1):], ", "), len(wrong) == 0)
+}
 
-	left, err := leftovers(cctx, c.env.Engine, marker.Pooled...)
+// checkPoolGone checks that nothing of the pooled sandboxes remains, by
+// exact names and IDs.
+func (c *poolCase) checkPoolGone(cctx context.Context, pooled []sandboxapi.RecoveryRecord) error {
+	left, err := leftovers(cctx, c.env.Engine, pooled...)
 	if err != nil {
 		return err
 	}
