@@ -54,13 +54,15 @@ the gate passed (docs/qualification.md#gate):
   cleanRevision a clean VCS revision; reports made before reports carried
   one are refused), a report of no row or with a manifest its row does
   not pin, a required row without such a report, or a report in which a
-  scenario its row requires was not run or did not pass.
+  scenario its row requires, and the pinned manifest it ran lists, was
+  not run or did not pass.
 A policy row with required: false is informational: without a report it
 is pending, and its violations are printed as "informational, not
 gating" without failing the gate (a refused report fails it always).
 A row SPEC is NAME=PROFILE[@ENGINE], ENGINE a prefix of the Engine version,
 e.g. lane-b=linux-x64-cgroupv1@2.0.0-; --row rows are required;
---manifest pins and the --require scenarios apply to every row, and the
+--manifest pins and the --require scenarios apply to every row (each
+scenario listed by a --manifest, else a usage error), and the
 harness pin is this build's own module and scenario catalogue (version
 and sha256).
 With --policy, --vsa FILE also writes the gate as a SLSA Verification
@@ -302,7 +304,11 @@ func cliGate(require, rows, manifests []string) (*evidence.Requirement, error) {
 		case slices.ContainsFunc(req.Rows, func(r evidence.Row) bool { return r.Name == name }):
 			return nil, fmt.Errorf("--row %q: row %s given twice", spec, name)
 		}
-		req.Rows = append(req.Rows, evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins, Pinned: pinned, Scenarios: require})
+		row := evidence.Row{Name: name, Profile: profile, Engine: engine, Manifests: pins, Pinned: pinned, Scenarios: require}
+		if s := evidence.UnpinnedScenario(row); s != "" {
+			return nil, fmt.Errorf("--require %s: no --manifest lists it, so no report would owe it", s)
+		}
+		req.Rows = append(req.Rows, row)
 	}
 	return req, nil
 }

@@ -99,6 +99,13 @@ func TestMergeRequireNeedsRowsAndManifests(t *testing.T) {
 		"--manifest", "../../manifests/linux-x64-cgroupv1.yaml", reports[0]}, &stdout, &stderr)
 	assert.Equal(t, code, exitcode.Usage)
 	assert.Check(t, is.Contains(stderr.String(), `profile "linux-arm": want one of`))
+	// The gate requires of a report only what its manifest lists, so a
+	// scenario no --manifest lists would be required of none.
+	stderr.Reset()
+	code = run(context.Background(), []string{"merge", "--key", committedKey, "--require", "admission,warm-up", "--row", "lane-a=linux-x64-cgroupv1",
+		"--manifest", "../../manifests/linux-x64-cgroupv1.yaml", reports[0]}, &stdout, &stderr)
+	assert.Equal(t, code, exitcode.Usage)
+	assert.Check(t, is.Contains(stderr.String(), "--require warm-up: no --manifest lists it"))
 }
 
 // The committed reports made before reports carried a harness identity

@@ -61,7 +61,9 @@ type Row struct {
 	// policy and user (ManifestProblems).
 	Pinned []*manifest.Manifest `yaml:"-" json:"-"`
 	// Scenarios are the scenario names that must pass in every report of
-	// this row (each report, not only the row's column as a whole).
+	// this row (each report, not only the row's column as a whole), but
+	// for one the Pinned manifest the report ran does not list: such a
+	// report is judged by what its manifest runs.
 	Scenarios []string `yaml:"scenarios" json:"scenarios"`
 }
 
@@ -132,7 +134,8 @@ type Requirement struct {
 // a partial report (Run.Selection: qualify run --only/--skip) of a row;
 // a required row with no satisfying report (an informational row with no
 // report at all is pending, not a violation); a report of a row in which
-// one of the row's scenarios was not run or did not pass (a failed one is
+// one of the row's scenarios that the report's pinned manifest lists
+// (rowScenarios) was not run or did not pass (a failed one is
 // already named by the matrix line). A violation that concerns only
 // informational rows does not fail the gate; an Engineless report and one
 // matching several rows always do.
@@ -278,10 +281,12 @@ func (v *violationList) report(rep *Signed) {
 func (v *violationList) row(rep *Signed, i int, row Row) {
 	t := rep.Predicate.Tuple
 	rc := []string{row.Name}
+	var ran *manifest.Manifest
 	if k := slices.Index(row.Manifests, t.ManifestSHA256); k >= 0 {
 		v.satisfied[i]++
 		if k < len(row.Pinned) && row.Pinned[k] != nil {
-			for _, p := range ManifestProblems(rep, row.Pinned[k]) {
+			ran = row.Pinned[k]
+			for _, p := range ManifestProblems(rep, ran) {
 				v.add(rc, "report %s: %s: %s", rep.Dir, row, p)
 			}
 		}
@@ -293,7 +298,7 @@ func (v *violationList) row(rep *Signed, i int, row Row) {
 		// informational row shows it (add judges by rc).
 		v.add(rc, "report %s: %s: partial report (%s): scenarios not run: %s", rep.Dir, row, sel.Flag(), strings.Join(sel.Skipped, ", "))
 	}
-	for _, l := range rowScenarios(rep, row) {
+	for _, l := range rowScenarios(rep, row, ran) {
 		v.add(rc, "%s", l)
 	}
 }
@@ -321,10 +326,19 @@ func matchingRows(rows []Row, t Tuple) []string {
 
 // rowScenarios returns a line for each of row's scenarios that rep did
 // not run or that did not pass in it, from the signed predicate; failed
-// ones are left to the matrix lines.
-func rowScenarios(rep *Signed, row Row) []string {
+// ones are left to the matrix lines. When ran is the parsed pinned
+// manifest whose digest rep recorded, a scenario it does not list is not
+// required of rep: a row may pin a manifest from before the catalogue
+// grew (docs/qualification.md#gate), and its reports are judged by what
+// they ran, while a report of a manifest listing the scenario still
+// owes it. With ran nil (a manifest the row does not pin, or one not
+// parsed) every row scenario is required.
+func rowScenarios(rep *Signed, row Row, ran *manifest.Manifest) []string {
 	var out []string
 	for _, name := range row.Scenarios {
+		if ran != nil && !slices.ContainsFunc(ran.Scenarios, func(e manifest.Entry) bool { return e.Name == name }) {
+			continue
+		}
 		ran := false
 		for _, l := range rep.Predicate.Scenarios {
 			if l.Name != name {

@@ -18,6 +18,7 @@ import (
 	"github.com/qualbox/qualbox/profiles"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
@@ -111,6 +112,53 @@ func TestGateRequirement(t *testing.T) {
 	assert.DeepEqual(t, gate(a, skipped), []string{"report " + skipped.Dir + ": row lane-b (profile linux-x64-cgroupv1, engine 2.0.): required scenario isolation: not_applicable (no)"})
 	dropped := passedReport(t, harnessV2, func(r *evidence.Run) { laneB(r); r.Scenarios = r.Scenarios[:1] })
 	assert.DeepEqual(t, gate(a, dropped), []string{"report " + dropped.Dir + ": row lane-b (profile linux-x64-cgroupv1, engine 2.0.): required scenario isolation was not run"})
+}
+
+// A row may pin, beside its current manifest, an older one its committed
+// reports ran (a catalogue that grew): the gate requires of each report
+// only the row's scenarios that its own pinned manifest lists. A report
+// of the older manifest is judged by what it ran; one of the current
+// manifest by everything, so a scenario it left not_applicable, or out,
+// fails the row.
+func TestGateRequiresWhatTheReportsOwnManifestLists(t *testing.T) {
+	pinned := func(sum string, names ...string) *manifest.Manifest {
+		m := &manifest.Manifest{Path: "manifests/" + sum + ".yaml", SHA256: sum, Profile: "linux-x64-cgroupv1", Image: manifest.ImageBuild}
+		for _, n := range names {
+			m.Scenarios = append(m.Scenarios, manifest.Entry{Name: n, Params: map[string]any{}})
+		}
+		return m
+	}
+	current, older := pinned("ab", "admission", "isolation"), pinned("aa", "admission")
+	row := evidence.Row{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab", "aa"},
+		Pinned: []*manifest.Manifest{current, older}, Scenarios: []string{"admission", "isolation"}}
+	req := &evidence.Requirement{Rows: []evidence.Row{row}, Harness: harnessPin}
+	gate := func(s *evidence.Signed) []string {
+		return evidence.Gate(evidence.Merge([]*evidence.Signed{s}), []*evidence.Signed{s}, req)
+	}
+	policy, err := json.Marshal(current.Policy)
+	assert.NilError(t, err)
+	passedReport := func(t *testing.T, h *evidence.Harness, edit func(*evidence.Run)) *evidence.Signed {
+		return passedReport(t, h, func(r *evidence.Run) {
+			r.Policy = policy // the run of a manifest records its policy
+			if edit != nil {
+				edit(r)
+			}
+		})
+	}
+	const at = ": row lane-a (profile linux-x64-cgroupv1, engine 20.10.): "
+	full := passedReport(t, harnessV2, nil)
+	assert.Equal(t, strings.Join(gate(full), "\n"), "")
+	ranOlder := passedReport(t, harnessV2, func(r *evidence.Run) { r.Manifest.SHA256 = "aa"; r.Scenarios = r.Scenarios[:1] })
+	assert.DeepEqual(t, gate(ranOlder), []string(nil))
+
+	notApplicable := passedReport(t, harnessV2, func(r *evidence.Run) {
+		r.Scenarios[1] = evidence.ScenarioSummary{Index: 2, Name: "isolation", Dir: "02-isolation", Verdict: evidence.Verdict{Kind: evidence.NotApplicable, Reason: "no"}}
+	})
+	assert.DeepEqual(t, gate(notApplicable), []string{"report " + notApplicable.Dir + at + "required scenario isolation: not_applicable (no)"})
+	dropped := passedReport(t, harnessV2, func(r *evidence.Run) { r.Scenarios = r.Scenarios[:1] })
+	assert.DeepEqual(t, gate(dropped), []string{
+		"report " + dropped.Dir + at + "lists 1 scenario run(s), but manifest manifests/ab.yaml names 2 scenario(s), run 1 time(s)",
+		"report " + dropped.Dir + at + "required scenario isolation was not run"})
 }
 
 // The harness pin is exact: a forger who holds a trusted key and claims a

@@ -294,7 +294,26 @@ func (l *policyLoad) pinRow(i int, r PolicyRow) (Row, error) {
 		row.Manifests = append(row.Manifests, parsed.SHA256)
 		row.Pinned = append(row.Pinned, parsed)
 	}
+	if name := UnpinnedScenario(row); name != "" {
+		return Row{}, l.fail("rows[%d] (%s).scenarios: %q is listed by none of the row's pinned manifests, so no report of the row would owe it", i, r.Name, name)
+	}
 	return row, nil
+}
+
+// UnpinnedScenario returns the first of row's Scenarios that none of its
+// parsed Pinned manifests lists, or "" when each is listed by one. The
+// gate requires of a report only the row scenarios its own pinned
+// manifest lists (docs/qualification.md#gate), so such a scenario would
+// be required of no report.
+func UnpinnedScenario(row Row) string {
+	for _, name := range row.Scenarios {
+		if !slices.ContainsFunc(row.Pinned, func(m *manifest.Manifest) bool {
+			return m != nil && slices.ContainsFunc(m.Scenarios, func(e manifest.Entry) bool { return e.Name == name })
+		}) {
+			return name
+		}
+	}
+	return ""
 }
 
 // loadTrust loads each trust entry (trustEntry).

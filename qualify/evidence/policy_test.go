@@ -14,6 +14,7 @@ import (
 	"github.com/qualbox/qualbox/platforms"
 	"github.com/qualbox/qualbox/qualify/attest"
 	"github.com/qualbox/qualbox/qualify/evidence"
+	"github.com/qualbox/qualbox/qualify/manifest"
 	"github.com/qualbox/qualbox/qualify/scenario"
 )
 
@@ -27,15 +28,17 @@ func TestExamplePolicyLoads(t *testing.T) {
 			{Version: 4, SHA256: "0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171"},
 			{Version: 5, SHA256: "4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e"},
 			{Version: 11, SHA256: "65daf115a59120c77abedba058da7ecd32445d176ec750299248cfe1585cd50d"}}, CleanRevision: true})
-	// lane C on the reference's baseline runs everything but datasets,
-	// below 29.1.4; on its dataset composition, everything.
+	// lane C on the reference's baseline requires everything but
+	// datasets, below 29.1.4; on its dataset composition, everything (of
+	// a report of the current manifest: the gate requires of a report
+	// only what its own pinned manifest lists).
 	for _, r := range p.Requirement.Rows[3:5] {
 		assert.Equal(t, r.Profile, "linux-x64")
 	}
 	assert.Equal(t, p.Requirement.Rows[3].Name, "ref-29.1.3")
-	assert.Equal(t, len(p.Requirement.Rows[3].Scenarios), 16)
+	assert.Equal(t, len(p.Requirement.Rows[3].Scenarios), 18)
 	assert.Equal(t, p.Requirement.Rows[4].Name, "ref-29.1.4")
-	assert.Equal(t, len(p.Requirement.Rows[4].Scenarios), 17)
+	assert.Equal(t, len(p.Requirement.Rows[4].Scenarios), 19)
 	// Lane A's committed report ran the current manifest; a tuple row's
 	// ran an older one, pinned beside the current one.
 	want, err := evidence.FileSHA256(filepath.Join("..", "..", "manifests", "linux-x64-cgroupv1.yaml"))
@@ -46,6 +49,14 @@ func TestExamplePolicyLoads(t *testing.T) {
 	older, err := evidence.FileSHA256(filepath.Join("..", "..", "reports", "manifests", "linux-x64.yaml"))
 	assert.NilError(t, err)
 	assert.DeepEqual(t, p.Requirement.Rows[3].Manifests, []string{current, older})
+	// A row's current manifest lists every scenario the row requires, so
+	// a report of it owes them all.
+	for _, r := range p.Requirement.Rows {
+		for _, name := range r.Scenarios {
+			assert.Check(t, slices.ContainsFunc(r.Pinned[0].Scenarios, func(e manifest.Entry) bool { return e.Name == name }),
+				"row %s requires %s, which its current manifest %s does not list", r.Name, name, r.Pinned[0].Path)
+		}
+	}
 	// Lane A: the catalogue but datasets and engine-restart; lane B: all.
 	assert.Equal(t, len(p.Requirement.Rows[0].Scenarios), 17)
 	assert.Equal(t, len(p.Requirement.Rows[1].Scenarios), 19)
@@ -161,6 +172,9 @@ func TestPolicyIsStrict(t *testing.T) {
 		`rows[0] (lane-a).manifests[0]: `:                                                                                strings.Replace(goodPolicy, "[m.yaml]", "[bad.yaml]", 1),
 		"unknown profile":                                                                                                strings.Replace(goodPolicy, "[m.yaml]", "[bad.yaml]", 1),
 		"maxReportAge -1h0m0s: want a positive duration":                                                                 goodPolicy + "maxReportAge: -1h\n",
+		// The gate requires of a report only what its own pinned manifest
+		// lists, so a scenario none lists would be required of no report.
+		`rows[0] (lane-a).scenarios: "warm-up" is listed by none of the row's pinned manifests`: strings.Replace(goodPolicy, "[admission]", "[admission, warm-up]", 1),
 	} {
 		err := load(text)
 		assert.ErrorContains(t, err, want)
