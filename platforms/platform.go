@@ -106,8 +106,11 @@ type Row struct {
 	Waived []string
 	// ReleaseRan, when set, is the manifest the row's committed reports
 	// ran, from before the catalogue grew: the release gate pins it
-	// beside the current manifest and does not require of the row the
-	// scenarios it lacks. The next campaign's reports retire it.
+	// beside the current manifest. The row still requires Required; the
+	// gate requires of a report only the scenarios its own pinned
+	// manifest lists (docs/qualification.md#gate), so a report of this
+	// one is judged by what it ran and one of the current manifest by
+	// everything. The next campaign's reports retire it.
 	ReleaseRan *Ran
 }
 
@@ -118,7 +121,8 @@ type Ran struct {
 	// File is its name under reports/manifests/, e.g. "linux-x64.yaml".
 	File string
 	// Lacks are the scenarios the row's manifest runs now and this one
-	// does not, in run order.
+	// does not, in run order: the generator checks the file against them
+	// and names them in the row's comment.
 	Lacks []string
 }
 

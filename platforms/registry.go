@@ -116,16 +116,6 @@ func (e Entry) Required() []string {
 	return out
 }
 
-// ReleaseRequired returns the scenarios the release gate requires of the
-// row: Required less those its ReleaseRan manifest lacks.
-func (e Entry) ReleaseRequired() []string {
-	out := e.Required()
-	if e.ReleaseRan != nil {
-		out = slices.DeleteFunc(out, func(n string) bool { return slices.Contains(e.ReleaseRan.Lacks, n) })
-	}
-	return out
-}
-
 func (p Platform) manifest(file string) (Manifest, bool) {
 	i := slices.IndexFunc(p.Manifests, func(m Manifest) bool { return m.File == file })
 	if i < 0 {

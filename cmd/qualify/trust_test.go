@@ -313,34 +313,16 @@ func TestLaneRowsAndTrustAgreeAcrossPolicies(t *testing.T) {
 		}
 		c := ci.Requirement.Rows[i]
 		// The committed policy may also pin a manifest a committed report
-		// of the row ran (reports/manifests/), and then leave out of its
-		// required scenarios those that manifest does not list: the
-		// report predates them. Nothing else may differ.
-		older := map[string]bool{}
-		for k, d := range r.Manifests {
+		// of the row ran (reports/manifests/); the required scenarios are
+		// the same (the gate requires of a report only those its own
+		// pinned manifest lists). Nothing else may differ.
+		for _, d := range r.Manifests {
 			if slices.Contains(c.Manifests, d) {
 				continue
 			}
 			assert.Check(t, slices.ContainsFunc(ran, func(tu evidence.Tuple) bool { return tu.ManifestSHA256 == d && r.Matches(tu) }),
 				"row %s: reports/gate-policy.yaml pins manifest sha256 %s, which neither CI's row pins nor a committed report of the row ran", r.Name, d)
-			for _, e := range r.Pinned[k].Scenarios {
-				older[e.Name] = true
-			}
 		}
-		// What the committed row requires, with the scenarios it may leave
-		// out put back in CI's order; anything else stays as it is.
-		var required []string
-		for _, name := range c.Scenarios {
-			if slices.Contains(r.Scenarios, name) || len(older) > 0 && !older[name] {
-				required = append(required, name)
-			}
-		}
-		for _, name := range r.Scenarios {
-			if !slices.Contains(c.Scenarios, name) {
-				required = append(required, name)
-			}
-		}
-		r.Scenarios = required
 		r.Manifests = slices.DeleteFunc(slices.Clone(r.Manifests), func(d string) bool { return !slices.Contains(c.Manifests, d) })
 		r.Pinned, c.Pinned = nil, nil
 		// CI pins the OCI runtime its own runs' reports record; the

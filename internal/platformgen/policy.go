@@ -30,8 +30,9 @@ type gatePolicy struct {
 	// the committed reports made before it was recorded do not.
 	PinRuntime bool
 	// Ran pins, beside each row's manifest, the one its committed reports
-	// ran (Row.ReleaseRan), and requires of the row only what that one
-	// runs: the release gate over the committed reports.
+	// ran (Row.ReleaseRan): the release gate over the committed reports.
+	// The row's scenarios stay its whole required list; the gate requires
+	// of a report only those its own pinned manifest lists.
 	Ran bool
 }
 
@@ -48,7 +49,7 @@ var policies = []gatePolicy{
 		if r.ReleaseRan == nil {
 			return ""
 		}
-		return fmt.Sprintf("Also pinned: %s/%s, which its committed\nreports ran; they predate %s, not required here.",
+		return fmt.Sprintf("Also pinned: %s/%s, which its committed\nreports ran; they predate %s, which the gate\nrequires only of reports of the current manifest.",
 			ranDir, r.ReleaseRan.File, strings.Join(r.ReleaseRan.Lacks, ", "))
 	}, false, true},
 }
@@ -59,9 +60,9 @@ const ranDir = "reports/manifests"
 
 // checkRan returns an error unless repo holds e's ReleaseRan manifest,
 // parsing as the harness parses it, and it runs exactly e's manifest's
-// scenarios less the ones it lacks: a stale or mistyped Lacks would make
-// the release gate require what the reports never ran, or excuse what
-// they did.
+// scenarios less the ones it lacks: the row's comment says what the
+// pinned copy lacks, and a copy that is not the manifest less those is
+// not what the committed reports ran.
 func checkRan(repo fs.FS, e platforms.Entry) error {
 	name := path.Join(ranDir, e.ReleaseRan.File)
 	data, err := fs.ReadFile(repo, name)
@@ -127,7 +128,7 @@ func renderPolicy(p gatePolicy, repo fs.FS, src []byte, entries []platforms.Entr
 		if err != nil {
 			return nil, err
 		}
-		pins, required := []string{scalar(rel)}, e.Required()
+		pins := []string{scalar(rel)}
 		if p.Ran && e.ReleaseRan != nil {
 			if err := checkRan(repo, e); err != nil {
 				return nil, err
@@ -136,10 +137,10 @@ func renderPolicy(p gatePolicy, repo fs.FS, src []byte, entries []platforms.Entr
 			if err != nil {
 				return nil, err
 			}
-			pins, required = append(pins, scalar(ran)), e.ReleaseRequired()
+			pins = append(pins, scalar(ran))
 		}
 		fmt.Fprintf(&b, "  manifests: [%s]\n", strings.Join(pins, ", "))
-		b.WriteString(flowList("  scenarios: ", required))
+		b.WriteString(flowList("  scenarios: ", e.Required()))
 	}
 	if len(in) == 0 {
 		return nil, fmt.Errorf("%s: no row of the registry is in this policy", p.File)
