@@ -2,6 +2,7 @@ package platforms
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -189,11 +190,13 @@ func (e *Error) Error() string {
 
 // Check returns *Error listing every inconsistency of platforms: a
 // profile that is not one of profileNames (nil skips that check) or
-// that two platforms claim, a duplicate manifest file or row name, a
-// manifest no row runs or a row naming no manifest of its platform, a
-// scenario list that does not resolve (Manifest.Scenarios), a waived
-// scenario the manifest does not run, a row without runner or CI gate,
-// a required CI row that runs only when dispatched, a row the CI gate
+// that two platforms claim, a duplicate manifest file, a row name that
+// is empty, not of the charset rowName allows or given twice, a manifest
+// no row runs or a row naming no manifest of its platform, a scenario
+// list that does not resolve (Manifest.Scenarios), a waived scenario the
+// manifest does not run, a row without runner labels, with one empty,
+// not of the charset runnerLabel allows or given twice, a row without CI
+// gate, a required CI row that runs only when dispatched, a row the CI gate
 // holds more strictly than the release gate, a release-ran manifest that
 // is misnamed, lacks nothing or lacks a scenario the row's manifest does
 // not run, a guest without tuple or
@@ -253,6 +256,8 @@ func (c *registryCheck) checkPlatform(p Platform) {
 		switch {
 		case r.Name == "":
 			c.add("%s: a row has no name", at)
+		case !rowName.MatchString(r.Name):
+			c.add("%s: the name must match %s (it names the row in YAML lists, the workflow matrix and report directories)", rat, rowName)
 		case c.rowOf[r.Name] != "":
 			c.add("%s: the name is also a row of platform %s", rat, c.rowOf[r.Name])
 		}
@@ -315,6 +320,17 @@ func (c *registryCheck) checkRowManifest(rat string, p Platform, r Row) {
 	}
 }
 
+// rowName is what a row's name may be: it is written unquoted into the
+// gate policies' flow lists and the workflow matrix, so no space, comma,
+// bracket or quote; lower case, digits, "." and "-", starting and ending
+// with a letter or digit (e.g. "ref-29.1.3").
+var rowName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
+
+// runnerLabel is what a runs-on label may be: letters, digits, ".", "_"
+// and "-", starting with a letter or digit (e.g. "ubuntu-24.04-arm",
+// "self-hosted", "macOS").
+var runnerLabel = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
 // yamlFileName says whether name is NAME.yaml, without a directory.
 func yamlFileName(name string) bool {
 	return name != "" && !strings.ContainsAny(name, `/\`) && strings.HasSuffix(name, ".yaml")
@@ -348,6 +364,14 @@ func (c *rowCheck) checkGates() {
 	r := c.r
 	if len(r.Runner) == 0 || slices.Contains(r.Runner, "") {
 		c.add("runner labels %q: want at least one, none empty", r.Runner)
+	}
+	for i, l := range r.Runner {
+		switch {
+		case l != "" && !runnerLabel.MatchString(l):
+			c.add("runner label %q: want one matching %s", l, runnerLabel)
+		case slices.Contains(r.Runner[:i], l) && l != "":
+			c.add("runner label %q is given twice", l)
+		}
 	}
 	switch r.CIGate {
 	case Informational:
