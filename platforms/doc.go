@@ -16,10 +16,12 @@
 // does not narrow its selection, plus an Override only where a manifest
 // differs; a new row is one Row of its platform; a new platform is a
 // profile document, one file declaring its Platform and one line in the
-// registry's list (README.md "Adding a host row").
+// registry's list (README.md "Adding a host row"). Keys lists each
+// signer's keys and the rows each is trusted for (the policies' trust row
+// lists): a retired key's are frozen at the rows it signed.
 //
-// Check and Validate return *Error, one problem per line naming the
-// platform and the row or manifest. The package is data above the
+// Check, CheckKeys and Validate return *Error, one problem per line
+// naming the platform and the row or manifest, or the key. The package is data above the
 // profiles (docs/architecture.md): it must not import the Engine client,
 // sandboxapi, the driver, qualify, testbed, cmd or internal
 // (internal/depcheck).

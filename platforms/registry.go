@@ -449,9 +449,14 @@ func checkDistinct(at string, rows []Row) []string {
 
 // Validate checks the registry against the embedded profiles: Check,
 // every platform's profile loads (profiles.Load), and every profile has a
-// platform. It returns *Error.
+// platform; and the signers' keys against it (CheckKeys). It returns
+// *Error.
 func Validate() error {
-	return validate(registry, profiles.Names(), func(name string) error { _, err := profiles.Load(name); return err })
+	err := validate(registry, profiles.Names(), func(name string) error { _, err := profiles.Load(name); return err })
+	if err == nil {
+		err = CheckKeys(keys, registry)
+	}
+	return err
 }
 
 func validate(all []Platform, names []string, load func(string) error) error {

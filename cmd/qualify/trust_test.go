@@ -296,8 +296,8 @@ func TestCIPolicyPinsThisBuildsCatalogue(t *testing.T) {
 // with the same rows and window, the newest local one among them. A row
 // matched differently would bind a report to other keys in CI than here.
 // The one difference allowed: a committed row may also pin the manifest a
-// committed report of that row ran, and then not require the scenarios
-// that manifest does not list (the report predates them).
+// committed report of that row ran (its scenarios stay the same: the gate
+// requires of a report only those its own pinned manifest lists).
 func TestLaneRowsAndTrustAgreeAcrossPolicies(t *testing.T) {
 	local, err := evidence.LoadPolicy(committedPolicy, scenario.Default())
 	assert.NilError(t, err)

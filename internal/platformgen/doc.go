@@ -1,7 +1,8 @@
 // Command platformgen writes the files the platform registry (platforms/)
 // generates: manifests/*.yaml, the rows of .github/gate-policy.yaml and
-// reports/gate-policy.yaml (their generated regions and signer row lists;
-// the rest of each policy is hand-written), the row matrices of
+// reports/gate-policy.yaml (their generated regions and each trust
+// entry's row list, from platforms.Keys; the rest of each policy is
+// hand-written), the row matrices of
 // .github/workflows/qualify.yml and .github/actionlint.yaml. Run it from
 // the repository root after editing platforms/ or profiles/profiles/, and
 // commit what it writes:
@@ -16,7 +17,9 @@
 // TestCommittedFilesAreGenerated fails when a committed file differs.
 //
 // A registry problem is a *platforms.Error, a missing or doubled marker a
-// *RegionError naming the file and the region. Exit status 0 when every
+// *RegionError naming the file and the region, a trust entry whose key
+// the registry does not have or whose row list is not directly below its
+// key a *TrustError naming the file and the line. Exit status 0 when every
 // file is as generated (-check) or was written, 1 on a problem or a
 // difference (-check), 2 on a usage error.
 package main

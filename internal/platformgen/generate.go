@@ -28,8 +28,17 @@ type file struct {
 // scenario catalogue), so a parameter the scenario refuses fails here,
 // naming the platform and the manifest.
 func generate(repo fs.FS, all []platforms.Platform) ([]file, error) {
+	return generateWith(repo, all, platforms.Keys())
+}
+
+// generateWith is generate with the signers' keys given: the trust
+// entries' row lists are theirs (platforms.Keys).
+func generateWith(repo fs.FS, all []platforms.Platform, keys []platforms.Key) ([]file, error) {
 	entries, err := platforms.Entries(all)
 	if err != nil {
+		return nil, err
+	}
+	if err := platforms.CheckKeys(keys, all); err != nil {
 		return nil, err
 	}
 	var out []file
@@ -54,7 +63,7 @@ func generate(repo fs.FS, all []platforms.Platform) ([]file, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, err := renderPolicy(p, repo, src, entries)
+		data, err := renderPolicy(p, repo, src, entries, keys)
 		if err != nil {
 			return nil, err
 		}

@@ -38,15 +38,15 @@ func TestCommittedFilesAreGenerated(t *testing.T) {
 
 // The committed gate policies, loaded as the gate loads them, hold each
 // row as the registry says: profile, requirement, tuple pins, the
-// digest of its manifest and its required scenarios; and each signer's
-// trust entry lists exactly its rows.
+// digest of its manifest and its required scenarios; and each trust
+// entry lists exactly the rows its key is trusted for.
 func TestGeneratedPoliciesLoad(t *testing.T) {
 	for _, p := range policies {
 		t.Run(p.File, func(t *testing.T) {
 			lp, err := evidence.LoadPolicy(filepath.Join(repoRoot, p.File), scenario.Default())
 			assert.NilError(t, err)
 			var want []evidence.Row
-			signed := map[platforms.Signer][]string{}
+			var in []platforms.Entry
 			for _, e := range platforms.Rows() {
 				req := p.Requirement(e.Row)
 				if req == platforms.Absent {
@@ -71,24 +71,82 @@ func TestGeneratedPoliciesLoad(t *testing.T) {
 					Engine: tu.Engine, EngineCommit: tu.EngineCommit, Containerd: tu.Containerd, Runc: tu.Runc, StorageDriver: tu.StorageDriver, Runtime: runtime,
 					ControllerOS: tu.ControllerOS, ControllerArch: tu.ControllerArch, OperatingSystem: tu.OperatingSystem,
 					Manifests: pins, Scenarios: e.Required()})
-				signed[e.Engine.Signer()] = append(signed[e.Engine.Signer()], e.Name)
+				in = append(in, e)
 			}
 			got := slices.Clone(lp.Requirement.Rows)
 			for i := range got {
 				got[i].Pinned = nil
 			}
 			assert.DeepEqual(t, got, want)
-			src, err := os.ReadFile(filepath.Join(repoRoot, p.File))
-			assert.NilError(t, err)
-			lists := generatedList.FindAllSubmatch(src, -1)
-			assert.Assert(t, len(lists) > 0)
-			for _, m := range lists {
-				signer := platforms.Signer(m[3])
-				i := slices.IndexFunc(lp.Trust, func(e evidence.TrustEntry) bool { return slices.Equal(e.Rows, signed[signer]) })
-				assert.Check(t, i >= 0, "no trust entry of %s lists the rows signer %s signs, %v", p.File, signer, signed[signer])
+			// Each trust entry lists the rows of this policy its key is
+			// trusted for (platforms.Keys).
+			keys := platforms.Keys()
+			for _, e := range lp.Trust {
+				i := slices.IndexFunc(keys, func(k platforms.Key) bool { return k.File == filepath.Base(e.KeyFile) })
+				if !assert.Check(t, i >= 0, "%s trusts %s, no key of platforms.Keys", p.File, e.KeyFile) {
+					continue
+				}
+				assert.Check(t, is.DeepEqual(e.Rows, platforms.TrustedRows(keys, keys[i], in)), "key %s", e.KeyFile)
 			}
 		})
 	}
+}
+
+// The 2026-12-06 lane host key is trusted, in both policies, for the rows
+// whose committed reports it signed (lanes A, B and C), not for the rows
+// an older key signed; the CI key, its signer's newest with no list of
+// its own, for every hosted and Desktop row.
+func TestKeysAreTrustedForTheirRowsOnly(t *testing.T) {
+	for _, p := range policies {
+		lp, err := evidence.LoadPolicy(filepath.Join(repoRoot, p.File), scenario.Default())
+		assert.NilError(t, err)
+		rows := map[string][]string{}
+		for _, e := range lp.Trust {
+			rows[filepath.Base(e.KeyFile)] = e.Rows
+		}
+		assert.Check(t, is.DeepEqual(rows["qualbox-ed25519-2026-12-06.pub"], []string{"lane-a", "lane-b", "lane-c"}), p.File)
+		if ci, ok := rows["qualbox-ci-ed25519.pub"]; ok {
+			assert.Check(t, is.DeepEqual(ci, []string{"hosted-ubuntu", "hosted-ubuntu-arm", "desktop-native-arm64", "desktop-rosetta-amd64"}), p.File)
+		}
+	}
+}
+
+// A row added to the registry is trusted to its signer's newest key
+// only, never to a retired one: a retired key's rows stay those it
+// signed. When a newer key is added, the one it replaces keeps its rows.
+func TestANewRowIsNotTrustedToARetiredKey(t *testing.T) {
+	all := platforms.All()
+	for _, add := range []struct {
+		platform int
+		row      platforms.Row
+	}{{1, platforms.Row{Name: "ref-29.2.0", Manifest: "linux-x64.yaml", Engine: platforms.LaneC("ref-29.2.0"), Runner: all[1].Rows[1].Runner,
+		DispatchOnly: true, Tuple: platforms.Tuple{Engine: "29.2.0"}, CIGate: platforms.Informational}},
+		{1, platforms.Row{Name: "hosted-ubuntu-next", Manifest: all[1].Rows[4].Manifest, Engine: all[1].Rows[4].Engine, Runner: []string{"ubuntu-26.04"},
+			Tuple: platforms.Tuple{OperatingSystem: "Ubuntu 26.04"}, CIGate: platforms.Informational}},
+	} {
+		all[add.platform].Rows = append(all[add.platform].Rows, add.row)
+	}
+	fsys := repoFiles(t)
+	files, err := generate(fsys, all)
+	assert.NilError(t, err)
+	i := slices.IndexFunc(files, func(f file) bool { return f.Path == ".github/gate-policy.yaml" })
+	assert.Assert(t, i >= 0)
+	policy := string(files[i].Data)
+	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c, ref-29.1.3, ref-29.1.4, current-29.7.2, lane-d, lane-d-emulated-amd64] # frozen: signer lane-host\n"))
+	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c, ref-29.2.0] # generated: signer lane-host\n"))
+	assert.Check(t, is.Contains(policy, "    rows: [hosted-ubuntu, hosted-ubuntu-next, hosted-ubuntu-arm, desktop-native-arm64, desktop-rosetta-amd64] # generated: signer ci\n"))
+
+	// The lane host's next key, to sign lanes A, B and C and lane D, is
+	// trusted for those and the new row; the 2026-12-06 key then keeps
+	// the three it signed.
+	keys := append(platforms.Keys(), platforms.Key{Signer: platforms.LaneHost, File: "qualbox-ed25519-next.pub", Rows: []string{"lane-a", "lane-b", "lane-c", "lane-d"}})
+	replaceIn(t, fsys, ".github/gate-policy.yaml", "  - key: keys/qualbox-ci-ed25519.pub\n",
+		"  - key: ../reports/keys/qualbox-ed25519-next.pub\n    rows: []\n  - key: keys/qualbox-ci-ed25519.pub\n")
+	files, err = generateWith(fsys, all, keys)
+	assert.NilError(t, err)
+	policy = string(files[i].Data)
+	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c] # frozen: signer lane-host\n"))
+	assert.Check(t, is.Contains(policy, "  - key: ../reports/keys/qualbox-ed25519-next.pub\n    rows: [lane-a, lane-b, lane-c, ref-29.2.0, lane-d] # generated: signer lane-host\n"))
 }
 
 // repoFiles is the part of the repository generate reads and check
@@ -149,6 +207,19 @@ func TestHandEditsAreCaught(t *testing.T) {
 		{"policy trust rows", func(t *testing.T, fsys fstest.MapFS) {
 			replaceIn(t, fsys, ".github/gate-policy.yaml", ", desktop-rosetta-amd64] # generated: signer ci", "] # generated: signer ci")
 		}, ".github/gate-policy.yaml", "edited by hand", "    rows: [hosted-ubuntu, hosted-ubuntu-arm, desktop-native-arm64] # generated: signer ci"},
+		// Every trust entry's row list is the registry's (platforms.Keys),
+		// the retired keys' frozen lists included, marked or not.
+		{"retired trust rows widened", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, "reports/gate-policy.yaml", "    rows: [lane-a, lane-b, lane-c] # frozen: signer lane-host\n    notBefore: 2026-12-01",
+				"    rows: [lane-a, lane-b, lane-c, ref-29.1.4] # frozen: signer lane-host\n    notBefore: 2026-12-01")
+		}, "reports/gate-policy.yaml", "edited by hand", "    rows: [lane-a, lane-b, lane-c, ref-29.1.4] # frozen: signer lane-host"},
+		{"newest trust rows widened, marker dropped", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, ".github/gate-policy.yaml", "    rows: [lane-a, lane-b, lane-c] # generated: signer lane-host\n",
+				"    rows: [lane-a, lane-b, lane-c, lane-d]\n")
+		}, ".github/gate-policy.yaml", "edited by hand", "    rows: [lane-a, lane-b, lane-c, lane-d]"},
+		{"oldest trust rows narrowed", func(t *testing.T, fsys fstest.MapFS) {
+			replaceIn(t, fsys, "reports/gate-policy.yaml", "    rows: [lane-a, lane-b] # frozen: signer lane-host\n", "    rows: [lane-a] # frozen: signer lane-host\n")
+		}, "reports/gate-policy.yaml", "edited by hand", "    rows: [lane-a] # frozen: signer lane-host"},
 		{"workflow row", func(t *testing.T, fsys fstest.MapFS) {
 			replaceIn(t, fsys, workflowFile, "            tuple: ref-29.1.3\n", "            tuple: ref-29.1.4\n")
 		}, workflowFile, "edited by hand", "            tuple: ref-29.1.4"},
@@ -197,9 +268,10 @@ func TestHandEditsAreCaught(t *testing.T) {
 	assert.DeepEqual(t, problems, []Problem(nil))
 }
 
-// A file whose generated region or signer list lost its markers cannot be
-// generated: the error names the file and the region, and shows the
-// marker lines.
+// A file whose generated region lost its markers, or whose trust entry
+// names a key the registry does not have or keeps its row list away from
+// its key, cannot be generated: the error names the file and the region,
+// and shows the marker lines, or names the file, the line and the key.
 func TestMissingMarkersAreRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, old, new, want string
@@ -209,32 +281,30 @@ func TestMissingMarkersAreRefused(t *testing.T) {
 			"          # BEGIN generated report rows (platforms/: go run ./internal/platformgen)\n          # BEGIN generated report rows (platforms/: go run ./internal/platformgen)\n",
 			`generated region "report rows": marker "# BEGIN generated report rows (platforms/: go run ./internal/platformgen)" is on lines`},
 		{"no BEGIN", ".github/gate-policy.yaml", "  # BEGIN generated rows (platforms/: go run ./internal/platformgen)\n", "", `no line "# BEGIN generated rows`},
-		{"no signer list", ".github/gate-policy.yaml", " # generated: signer lane-host", "", ""},
-		// Every lane host entry's list (one per campaign key) removed.
-		{"no signer list at all", "reports/gate-policy.yaml", " # generated: signer lane-host", "", "reports/gate-policy.yaml: no trust entry has a generated row list"},
-		{"a signer without rows", "reports/gate-policy.yaml", "# generated: signer lane-host", "# generated: signer ci", "reports/gate-policy.yaml: signer ci signs no row of this policy"},
+		{"a trust key not of the registry", ".github/gate-policy.yaml", "  - key: keys/qualbox-ci-ed25519.pub\n", "  - key: keys/qualbox-ci-ed25519-2027.pub\n",
+			".github/gate-policy.yaml:38: trust entry: key keys/qualbox-ci-ed25519-2027.pub is not a key of the registry"},
+		{"a trust row list away from its key", "reports/gate-policy.yaml", "    rows: [lane-a, lane-b] # frozen: signer lane-host\n    notBefore: 2026-11-29T00:00:00Z\n",
+			"    notBefore: 2026-11-29T00:00:00Z\n    rows: [lane-a, lane-b] # frozen: signer lane-host\n",
+			"reports/gate-policy.yaml:25: trust entry: a row list not directly below a `- key: PATH` line"},
+		{"no trust row list at all", "reports/gate-policy.yaml", "    rows: [", "    signs: [",
+			"reports/gate-policy.yaml: no trust entry has a row list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := repoFiles(t)
 			replaceIn(t, fsys, tc.file, tc.old, tc.new)
-			if tc.name == "no signer list at all" {
+			if tc.name == "no trust row list at all" {
 				f := fsys[tc.file]
 				f.Data = bytes.ReplaceAll(f.Data, []byte(tc.old), []byte(tc.new))
 			}
-			files, err := generate(fsys, platforms.All())
-			if tc.want == "" {
-				// One policy without a generated list for the lane host
-				// still generates; its trust rows are its own to write.
-				assert.NilError(t, err)
-				problems, err := check(fsys, files)
-				assert.NilError(t, err)
-				assert.DeepEqual(t, problems, []Problem(nil))
-				return
-			}
+			_, err := generate(fsys, platforms.All())
 			assert.ErrorContains(t, err, tc.want)
 			var re *RegionError
 			if errors.As(err, &re) {
 				assert.Check(t, is.Contains(err.Error(), "# END generated "+re.Region))
+			}
+			var te *TrustError
+			if strings.HasPrefix(tc.name, "a trust") {
+				assert.Check(t, errors.As(err, &te), "%T", err)
 			}
 		})
 	}

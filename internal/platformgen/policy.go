@@ -90,9 +90,10 @@ func checkRan(repo fs.FS, e platforms.Entry) error {
 }
 
 // renderPolicy returns the policy file src with its generated rows region
-// and signer row lists made from entries; repo holds the manifests
-// committed reports ran (checkRan).
-func renderPolicy(p gatePolicy, repo fs.FS, src []byte, entries []platforms.Entry) ([]byte, error) {
+// made from entries and its trust entries' row lists from keys (each
+// key's rows among the policy's); repo holds the manifests committed
+// reports ran (checkRan).
+func renderPolicy(p gatePolicy, repo fs.FS, src []byte, entries []platforms.Entry, keys []platforms.Key) ([]byte, error) {
 	var b strings.Builder
 	var in []platforms.Entry
 	for _, e := range entries {
@@ -149,15 +150,7 @@ func renderPolicy(p gatePolicy, repo fs.FS, src []byte, entries []platforms.Entr
 	if err != nil {
 		return nil, err
 	}
-	return spliceSigners(p.File, out, func(signer string) []string {
-		var names []string
-		for _, e := range in {
-			if string(e.Engine.Signer()) == signer {
-				names = append(names, e.Name)
-			}
-		}
-		return names
-	})
+	return spliceTrust(p.File, out, keys, func(k platforms.Key) []string { return platforms.TrustedRows(keys, k, in) })
 }
 
 // flowList writes key and items as a YAML flow sequence, wrapped before

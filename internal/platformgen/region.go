@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/qualbox/qualbox/platforms"
 )
 
 // A generated region of a hand-written file is the lines between a BEGIN
@@ -81,29 +85,93 @@ func splice(file string, src []byte, region string, body string) ([]byte, error)
 	return out.Bytes(), nil
 }
 
-// generatedList matches a line that lists the rows a signer signs, e.g.
+// A trust entry's row list is generated too: each line `rows: [...]`
+// directly below a `- key: PATH` line is written from the registry's key
+// whose File PATH ends in (platforms.Keys), with a marker saying which
+// kind of list it is:
 //
-//	rows: [lane-a, lane-b] # generated: signer lane-host
-var generatedList = regexp.MustCompile(`(?m)^(\s*rows: )\[[^\]\n]*\]( # generated: signer ([a-z-]+))$`)
+//	trust:
+//	  - key: ../reports/keys/qualbox-ed25519-2026-12-06.pub
+//	    rows: [lane-a, lane-b, lane-c] # generated: signer lane-host
+//
+// "generated" marks the signer's newest key, "frozen" a retired one,
+// whose rows stay those it signed. The key path and window stay the
+// file's own.
+var (
+	keyLine  = regexp.MustCompile(`^\s*- key: (\S+)\s*$`)
+	rowsLine = regexp.MustCompile(`^(\s*)rows: \[`)
+)
 
-// spliceSigners returns src with each signer row list replaced by the
-// rows rows returns for its signer; it refuses a file without one, or a
-// signer with no rows.
-func spliceSigners(file string, src []byte, rows func(signer string) []string) ([]byte, error) {
-	var problem error
-	out := generatedList.ReplaceAllFunc(src, func(line []byte) []byte {
-		m := generatedList.FindSubmatch(line)
-		names := rows(string(m[3]))
-		if len(names) == 0 && problem == nil {
-			problem = fmt.Errorf("%s: signer %s signs no row of this policy: remove its trust entry, or the generated marker of its rows", file, m[3])
+// TrustError says that a policy's trust entry cannot be generated: its
+// key is not one of the registry's, its row list is not directly below
+// its key, or it would list no row of the policy.
+type TrustError struct {
+	File    string
+	Line    int
+	Problem string
+}
+
+var _ error = (*TrustError)(nil)
+
+func (e *TrustError) Error() string {
+	return fmt.Sprintf("%s:%d: trust entry: %s (the keys and their rows are platforms/keys.go's)", e.File, e.Line, e.Problem)
+}
+
+// spliceTrust returns src with each trust entry's row list written from
+// keys: rows returns the rows of this policy a key is trusted for. It
+// refuses a file with no trust row list.
+func spliceTrust(file string, src []byte, keys []platforms.Key, rows func(platforms.Key) []string) ([]byte, error) {
+	lines := strings.SplitAfter(string(src), "\n")
+	lists := 0
+	for i, l := range lines {
+		m := rowsLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
 		}
-		return fmt.Appendf(nil, "%s[%s]%s", m[1], strings.Join(names, ", "), m[2])
-	})
-	if problem != nil {
-		return nil, problem
+		lists++
+		var k *keyMatch
+		if i > 0 {
+			k = matchKey(lines[i-1], keys)
+		}
+		switch {
+		case k == nil:
+			return nil, &TrustError{file, i + 1, "a row list not directly below a `- key: PATH` line"}
+		case !k.found:
+			return nil, &TrustError{file, i, fmt.Sprintf("key %s is not a key of the registry", k.path)}
+		}
+		names := rows(k.key)
+		if len(names) == 0 {
+			return nil, &TrustError{file, i, fmt.Sprintf("key %s is trusted for no row of this policy: remove its entry", k.path)}
+		}
+		kind := "frozen"
+		if platforms.Newest(keys, k.key) {
+			kind = "generated"
+		}
+		eol := l[len(strings.TrimRight(l, "\n")):]
+		lines[i] = fmt.Sprintf("%srows: [%s] # %s: signer %s%s", m[1], strings.Join(names, ", "), kind, k.key.Signer, eol)
 	}
-	if !generatedList.Match(src) {
-		return nil, fmt.Errorf("%s: no trust entry has a generated row list (a line `rows: [...] # generated: signer NAME`)", file)
+	if lists == 0 {
+		return nil, fmt.Errorf("%s: no trust entry has a row list (a line `rows: [...]` below its `- key:` line)", file)
 	}
-	return out, nil
+	return []byte(strings.Join(lines, "")), nil
+}
+
+// keyMatch is a `- key: PATH` line and the registry key PATH names.
+type keyMatch struct {
+	path  string
+	key   platforms.Key
+	found bool
+}
+
+// matchKey returns the key line l names, or nil when l is no key line.
+func matchKey(l string, keys []platforms.Key) *keyMatch {
+	m := keyLine.FindStringSubmatch(l)
+	if m == nil {
+		return nil
+	}
+	k := &keyMatch{path: m[1]}
+	if i := slices.IndexFunc(keys, func(o platforms.Key) bool { return path.Base(m[1]) == o.File }); i >= 0 {
+		k.key, k.found = keys[i], true
+	}
+	return k
 }
