@@ -282,10 +282,10 @@ func TestMissingMarkersAreRefused(t *testing.T) {
 			`generated region "report rows": marker "# BEGIN generated report rows (platforms/: go run ./internal/platformgen)" is on lines`},
 		{"no BEGIN", ".github/gate-policy.yaml", "  # BEGIN generated rows (platforms/: go run ./internal/platformgen)\n", "", `no line "# BEGIN generated rows`},
 		{"a trust key not of the registry", ".github/gate-policy.yaml", "  - key: keys/qualbox-ci-ed25519.pub\n", "  - key: keys/qualbox-ci-ed25519-2027.pub\n",
-			".github/gate-policy.yaml:38: trust entry: key keys/qualbox-ci-ed25519-2027.pub is not a key of the registry"},
+			"trust entry: key keys/qualbox-ci-ed25519-2027.pub is not a key of the registry"},
 		{"a trust row list away from its key", "reports/gate-policy.yaml", "    rows: [lane-a, lane-b] # frozen: signer lane-host\n    notBefore: 2026-11-29T00:00:00Z\n",
 			"    notBefore: 2026-11-29T00:00:00Z\n    rows: [lane-a, lane-b] # frozen: signer lane-host\n",
-			"reports/gate-policy.yaml:25: trust entry: a row list not directly below a `- key: PATH` line"},
+			"trust entry: a row list not directly below a `- key: PATH` line"},
 		{"no trust row list at all", "reports/gate-policy.yaml", "    rows: [", "    signs: [",
 			"reports/gate-policy.yaml: no trust entry has a row list"},
 	} {
@@ -302,9 +302,16 @@ func TestMissingMarkersAreRefused(t *testing.T) {
 			if errors.As(err, &re) {
 				assert.Check(t, is.Contains(err.Error(), "# END generated "+re.Region))
 			}
+			// A trust entry's error names the file and the line: the key
+			// line of an unknown key, the misplaced row list.
 			var te *TrustError
-			if strings.HasPrefix(tc.name, "a trust") {
-				assert.Check(t, errors.As(err, &te), "%T", err)
+			if strings.HasPrefix(tc.name, "a trust") && assert.Check(t, errors.As(err, &te), "%T", err) {
+				lines := strings.Split(string(fsys[tc.file].Data), "\n")
+				assert.Check(t, is.Equal(te.File, tc.file))
+				assert.Assert(t, te.Line > 0 && te.Line <= len(lines), "%d", te.Line)
+				at := map[string]string{"a trust key not of the registry": "- key: keys/qualbox-ci-ed25519-2027.pub",
+					"a trust row list away from its key": "rows: [lane-a, lane-b]"}[tc.name]
+				assert.Check(t, is.Contains(lines[te.Line-1], at))
 			}
 		})
 	}
