@@ -286,6 +286,9 @@ func TestMissingMarkersAreRefused(t *testing.T) {
 		{"a trust row list away from its key", "reports/gate-policy.yaml", "    rows: [lane-a, lane-b] # frozen: signer lane-host\n    notBefore: 2026-11-29T00:00:00Z\n",
 			"    notBefore: 2026-11-29T00:00:00Z\n    rows: [lane-a, lane-b] # frozen: signer lane-host\n",
 			"trust entry: a row list not directly below a `- key: PATH` line"},
+		{"no row of the policy for a trusted key", "reports/gate-policy.yaml", "harness:\n",
+			"  - key: ../.github/keys/qualbox-ci-ed25519.pub\n    rows: []\n    notBefore: 2026-12-02T00:00:00Z\n    notAfter: 2027-12-02T00:00:00Z\nharness:\n",
+			"trust entry: key ../.github/keys/qualbox-ci-ed25519.pub is trusted for no row of this policy: remove its entry"},
 		{"no trust row list at all", "reports/gate-policy.yaml", "    rows: [", "    signs: [",
 			"reports/gate-policy.yaml: no trust entry has a row list"},
 	} {
