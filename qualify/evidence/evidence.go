@@ -180,6 +180,15 @@ type Host struct {
 	// magic, mask), from which the verifier derives which architecture's
 	// executables each one runs (BinfmtHandler.ELFArchitecture).
 	BinfmtHandlers []BinfmtHandler `json:"binfmtHandlers,omitempty"`
+	// BinfmtMisc is the state of the kernel's binfmt_misc as read at
+	// /proc/sys/fs/binfmt_misc: "enabled" or "disabled" (its status file,
+	// which switches every handler), "not mounted" (no status file
+	// there), or "unreadable (...)" naming the file that could not be read
+	// and why. Only "enabled" and "disabled" say that Binfmt lists every
+	// enabled handler, so "enabled" with an empty Binfmt is a host
+	// without handlers, and "unreadable" one whose handlers are not
+	// known. "" in reports made before it was recorded.
+	BinfmtMisc string `json:"binfmtMisc,omitempty"`
 }
 
 // Manifest identifies the manifest a run executed.
