@@ -316,7 +316,17 @@ type Run struct {
 	// it (`qualify run --engine-build`; lane C gives its Engine tuple's
 	// VERSIONS, docs/lanes.md#engine-tuples): one line per binary. It is a
 	// signed statement of the run's operator, not read from the Engine.
-	EngineBuild []string  `json:"engineBuild,omitempty"`
+	EngineBuild []string `json:"engineBuild,omitempty"`
+	// ImageInputs say what the virtual machine image the Engine and the
+	// controller ran in was assembled from, as the operator recorded it
+	// (`qualify run --image-inputs`; lanes C and D give their guest's
+	// /etc/qualbox-image-inputs): suite, architecture, cgroup driver,
+	// package list, recipe digest, kernel package, Engine tuple digest,
+	// cache key, then the installed packages' versions, one
+	// "<name> <value>" line each (ImageInputs, docs/lanes.md#image-inputs).
+	// A signed statement of the run's operator; verification checks its
+	// shape and its agreement with the rest of the header.
+	ImageInputs []string  `json:"imageInputs,omitempty"`
 	Admission   Admission `json:"admission"`
 	Image       Image     `json:"image"`
 	// Tuple is the platform tuple this run qualifies (derived from the
