@@ -90,7 +90,8 @@
 # emulation for half an hour) and booted with a small initramfs assembled
 # here from the guest's busybox and the modules that mount /dev/vda. On an
 # x86-64 host an arm64 guest runs under TCG only. LANEC_CGROUP_DRIVER
-# (systemd, the default, or cgroupfs: the Docker Desktop VM's shape) is the
+# (systemd, the default, or cgroupfs: the Docker Desktop VM's shape; lane
+# D's default manifest is then manifests/linux-arm64-cgroupfs.yaml) is the
 # guest dockerd's cgroup driver; `run` refuses a manifest whose profile
 # admits another (docs/lanes.md#lane-d).
 #
@@ -1006,6 +1007,7 @@ build_static() {
 run() {
 	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out='' key=/var/lib/qualbox/keys/qualbox-ed25519.key
 	[ "$ARCH" = amd64 ] || manifest=$ROOT_DIR/manifests/linux-$ARCH.yaml
+	[ "$ARCH" = amd64 ] || [ "$CGROUP_DRIVER" = systemd ] || manifest=$ROOT_DIR/manifests/linux-$ARCH-$CGROUP_DRIVER.yaml
 	[ -z "$EMULATE" ] || manifest=$ROOT_DIR/manifests/linux-$ARCH-emulated-$EMULATE.yaml
 	NO_CONFORMANCE=
 	local record_dir=
