@@ -430,8 +430,11 @@ image_record() {
 		echo "kernel $ARM64_KERNEL_PKG"
 	else
 		local k
+		# A pattern also matches packages dpkg knows only by name (the
+		# signed kernel's conflicting -unsigned one, "not-installed"):
+		# the installed ones alone.
 		# shellcheck disable=SC2016 # dpkg-query's own format fields
-		k=$(chroot "$r" dpkg-query -W -f '${Package} ${Version}\n' 'linux-image-[0-9]*')
+		k=$(chroot "$r" dpkg-query -W -f '${db:Status-Status} ${Package} ${Version}\n' 'linux-image-[0-9]*' | sed -n 's/^installed //p')
 		[ "$(grep -c . <<<"$k")" = 1 ] || die "the $SUITE root holds not one kernel package but: ${k:-none}"
 		echo "kernel $k"
 	fi
