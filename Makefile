@@ -79,11 +79,14 @@ test-lane-c: $(KEYS)/qualbox-ed25519.key
 
 ## qualify-linux-arm64: lane D (docs/lanes.md#lane-d): the same in a Debian arm64 guest under
 ## qemu-system-aarch64 (TCG), everything inside it arm64 (the Engine tuple $(or $(TUPLE),ref-29.1.4),
-## qualify, the probe, the guest image), manifests/linux-arm64.yaml (systemd cgroup driver; no
-## profile admits LANEC_CGROUP_DRIVER=cgroupfs on arm64 yet). Builds the arm64 guest on first use (about 25 min).
+## qualify, the probe, the guest image), manifests/linux-arm64.yaml (systemd cgroup driver). Builds the
+## arm64 guest on first use (about 25 min).
 ## EMULATE=amd64: lane D runs linux/amd64 images through qemu-user (profile linux-arm64-emulated-amd64).
+## CGROUP_DRIVER=cgroupfs: the guest's dockerd uses the cgroupfs driver, the Docker Desktop VM's
+## (profile linux-arm64-cgroupfs, manifests/linux-arm64-cgroupfs.yaml).
 EMULATE ?=
-LANED_ENV := LANEC_ARCH=arm64 $(if $(EMULATE),LANEC_EMULATE=$(EMULATE)) $(LANEC_ENV)
+CGROUP_DRIVER ?=
+LANED_ENV := LANEC_ARCH=arm64 $(if $(EMULATE),LANEC_EMULATE=$(EMULATE)) $(if $(CGROUP_DRIVER),LANEC_CGROUP_DRIVER=$(CGROUP_DRIVER)) $(LANEC_ENV)
 qualify-linux-arm64: $(KEYS)/qualbox-ed25519.key
 	$(LANED_ENV) GOFLAGS=$(QUALIFY_GOFLAGS) scripts/lanec.sh run --signing-key $(KEYS)/qualbox-ed25519.key $(if $(OUT),--out $(OUT))
 

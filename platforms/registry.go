@@ -18,6 +18,7 @@ var registry = []Platform{
 	linuxARM64EmulatedAMD64,
 	desktopNativeARM64,
 	desktopRosettaAMD64,
+	linuxARM64Cgroupfs,
 	// A new platform: one line here, its Platform in a file of its own.
 }
 

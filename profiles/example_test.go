@@ -19,5 +19,5 @@ func ExampleLoad() {
 	// Output:
 	// engine-1.41-v1-linux-x64-cgroupv1
 	// 1 cgroupfs [name=seccomp,profile=default name=seccomp,profile=builtin]
-	// profiles: unknown profile "linux-x64-cgroupv3" (known: desktop-apple-virtualization-native-arm64, desktop-apple-virtualization-rosetta-amd64, linux-arm64, linux-arm64-emulated-amd64, linux-x64, linux-x64-cgroupv1)
+	// profiles: unknown profile "linux-x64-cgroupv3" (known: desktop-apple-virtualization-native-arm64, desktop-apple-virtualization-rosetta-amd64, linux-arm64, linux-arm64-cgroupfs, linux-arm64-emulated-amd64, linux-x64, linux-x64-cgroupv1)
 }

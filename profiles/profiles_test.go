@@ -17,6 +17,7 @@ func TestNames(t *testing.T) {
 		"desktop-apple-virtualization-native-arm64",
 		"desktop-apple-virtualization-rosetta-amd64",
 		"linux-arm64",
+		"linux-arm64-cgroupfs",
 		"linux-arm64-emulated-amd64",
 		"linux-x64",
 		"linux-x64-cgroupv1",
@@ -135,7 +136,7 @@ func TestUnknownProfile(t *testing.T) {
 	assert.Assert(t, errors.As(err, &unknown))
 	assert.DeepEqual(t, unknown.Known, Names())
 	assert.Error(t, err, `profiles: unknown profile "linux-riscv64" (known: `+
-		`desktop-apple-virtualization-native-arm64, desktop-apple-virtualization-rosetta-amd64, linux-arm64, linux-arm64-emulated-amd64, linux-x64, linux-x64-cgroupv1)`)
+		`desktop-apple-virtualization-native-arm64, desktop-apple-virtualization-rosetta-amd64, linux-arm64, linux-arm64-cgroupfs, linux-arm64-emulated-amd64, linux-x64, linux-x64-cgroupv1)`)
 }
 
 const good = `name: example

@@ -4,6 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,29 +48,43 @@ func HostFacts(ctx context.Context, root string) *evidence.Host {
 		h.AppArmor += ", " + v
 	}
 	h.Cgroup, h.CgroupControllers = cgroupFacts(at("sys/fs/cgroup"))
-	h.BinfmtHandlers = binfmtHandlers(at("proc/sys/fs/binfmt_misc"))
+	h.BinfmtMisc, h.BinfmtHandlers = binfmtHandlers(at("proc/sys/fs/binfmt_misc"))
 	for _, b := range h.BinfmtHandlers {
 		h.Binfmt = append(h.Binfmt, b.String())
 	}
 	return h
 }
 
-// binfmtHandlers reads the enabled handlers of the binfmt_misc file
-// system at dir, sorted by name (Host.BinfmtHandlers). A handler file
-// over 4 KiB, or one that is not readable, is left out.
-func binfmtHandlers(dir string) []evidence.BinfmtHandler {
+// binfmtHandlers reads the binfmt_misc file system at dir: its state
+// (Host.BinfmtMisc: the status file's "enabled" or "disabled", "not
+// mounted" where dir has no status file, "unreadable (...)" naming a
+// file that could not be read) and its enabled handlers, sorted by name
+// (Host.BinfmtHandlers). A handler that cannot be read, or whose file is
+// over 4 KiB, makes the state unreadable: the list would be incomplete.
+func binfmtHandlers(dir string) (string, []evidence.BinfmtHandler) {
+	status, err := os.ReadFile(filepath.Join(dir, "status"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "not mounted", nil
+	case err != nil:
+		return unreadable("status", err), nil
+	}
+	state := strings.TrimSpace(string(status))
+	if state != evidence.BinfmtEnabled && state != evidence.BinfmtDisabled {
+		return fmt.Sprintf("unreadable (status says %.40q)", state), nil
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return unreadable(".", err), nil
 	}
 	var out []evidence.BinfmtHandler
 	for _, e := range entries {
 		if e.Name() == "register" || e.Name() == "status" || e.IsDir() {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil || len(data) > 4096 {
-			continue
+		data, err := readSmall(filepath.Join(dir, e.Name()), 4096)
+		if err != nil {
+			return unreadable(e.Name(), err), out
 		}
 		h := evidence.BinfmtHandler{Name: e.Name()}
 		var enabled bool
@@ -92,7 +110,33 @@ func binfmtHandlers(dir string) []evidence.BinfmtHandler {
 		}
 	}
 	slices.SortFunc(out, func(a, b evidence.BinfmtHandler) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return state, out
+}
+
+// unreadable renders a binfmt_misc file's read error as Host.BinfmtMisc
+// states it: "unreadable (NAME: ERRNO)", the errno's name where there is
+// one.
+func unreadable(name string, err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return fmt.Sprintf("unreadable (%s: %s)", name, unix.ErrnoName(errno))
+	}
+	return fmt.Sprintf("unreadable (%s: %v)", name, err)
+}
+
+// readSmall reads a file of at most limit bytes; a longer one is an
+// error.
+func readSmall(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("over %d bytes", limit)
+	}
+	return data, err
 }
 
 // cgroupFacts names the cgroup version mounted at dir and its

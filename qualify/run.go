@@ -59,6 +59,10 @@ type Config struct {
 	// EngineBuild is how the Engine was built (ReadEngineBuild), recorded
 	// in the run header; nil records nothing.
 	EngineBuild []string
+	// ImageInputs is what the virtual machine image the run happens in
+	// was assembled from (ReadImageInputs), recorded in the run header;
+	// nil records nothing.
+	ImageInputs []string
 	// RemoveImage, when set, removes the image the run built; it runs after
 	// the last scenario and its outcome is recorded in the run evidence.
 	RemoveImage func(ctx context.Context) error
@@ -226,7 +230,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Schema: evidence.Schema, Profile: m.Profile, Endpoint: m.Endpoint,
 		Manifest:   evidence.Manifest{Path: m.Path, SHA256: m.SHA256},
 		Controller: evidence.Controller{OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(), Hostname: host},
-		Host:       HostFacts(ctx, "/"), EngineBuild: cfg.EngineBuild,
+		Host:       HostFacts(ctx, "/"), EngineBuild: cfg.EngineBuild, ImageInputs: cfg.ImageInputs,
 		Image:  evidence.Image{ID: cfg.ImageID, Source: cfg.ImageSource, ArchiveSHA256: cfg.ImageArchiveSHA256, ArchiveID: cfg.ImageArchiveID},
 		Policy: policyJSON, User: m.User,
 		Harness:   HarnessIdentity(),

@@ -89,10 +89,10 @@ if [ -f "$M/manifest.yaml" ]; then
 	timeout=$(param scenario-timeout)
 	# qualify runs in the background so that the job's SIGTERM (guest
 	# power-down) reaches it and it writes its partial report. The tuple's
-	# VERSIONS (how each Engine binary was built) goes into the signed run
-	# header.
+	# VERSIONS (how each Engine binary was built) and what the image was
+	# assembled from go into the signed run header.
 	./bin/qualify run --manifest manifest.yaml --output "$W/report" --signing-key signing.key \
-		--engine-build /etc/qualbox-tuple-VERSIONS \
+		--engine-build /etc/qualbox-tuple-VERSIONS --image-inputs /etc/qualbox-image-inputs \
 		"${image[@]}" --scenario-timeout "${timeout:-10m}" >"$S/qualify.log" 2>&1 &
 	q=$!
 	# On power-down: SIGTERM, so qualify cancels and writes its partial

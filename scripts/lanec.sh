@@ -16,12 +16,17 @@
 #       list, this script's guest recipe, the guest's files it copies in
 #       (scripts/lanec/guest/) and the tuple's VERSIONS. A cached image is
 #       reused, so a second bring-up costs only the boot. Prints the cache
-#       directory.
+#       directory. The image holds its inputs record,
+#       /etc/qualbox-image-inputs, which `run` signs into the report.
 #   scripts/lanec.sh key [--versions FILE]
 #       Print the cache keys `image` would use: `image KEY` (the bootable
 #       image) and `base KEY` (the debootstrapped root it starts from), with
 #       FILE as the tuple's VERSIONS (default: the tuple's own, built or
 #       found first).
+#   scripts/lanec.sh inputs [--versions FILE]
+#       Print the lines of the image inputs record that the image key
+#       digests, then `key KEY` (docs/lanes.md#image-inputs): a report whose
+#       signed imageInputs differ ran an older image.
 #   scripts/lanec.sh run [--manifest FILE] [--out DIR] [--signing-key FILE]
 #                        [--no-conformance] [--record DIR]
 #       Boot the guest, run `qualify run` on the manifest inside it (default
@@ -85,7 +90,8 @@
 # emulation for half an hour) and booted with a small initramfs assembled
 # here from the guest's busybox and the modules that mount /dev/vda. On an
 # x86-64 host an arm64 guest runs under TCG only. LANEC_CGROUP_DRIVER
-# (systemd, the default, or cgroupfs: the Docker Desktop VM's shape) is the
+# (systemd, the default, or cgroupfs: the Docker Desktop VM's shape; lane
+# D's default manifest is then manifests/linux-arm64-cgroupfs.yaml) is the
 # guest dockerd's cgroup driver; `run` refuses a manifest whose profile
 # admits another (docs/lanes.md#lane-d).
 #
@@ -332,7 +338,7 @@ guest_recipe() {
 
 # guest_recipe_variant adapts the recipe's result to LANEC_ARCH and
 # LANEC_CGROUP_DRIVER when either is not the default (its text joins the
-# cache key only then, so lane C's images keep their keys): the console
+# recipe digest only then): the console
 # getty masked on the architecture's serial port, and dockerd's cgroup
 # driver.
 guest_recipe_variant() {
@@ -374,30 +380,69 @@ guest_files() {
 	if [ "$ARCH" = arm64 ]; then sha256sum "$INITRAMFS_INIT" | sed "s|$ROOT_DIR/||"; fi
 }
 
-# cache_key VERSIONS digests everything in the bootable image: the base,
-# the guest recipe's text and the guest files it copies, the kernel
-# arguments, the image size and the tuple's VERSIONS file.
-cache_key() {
+# recipe_text prints the text the image's recipe digest covers: the
+# kernel arguments, the image size, the guest files (guest_files) and, as
+# bash prints them, the shell functions that configure the root for this
+# LANEC_ARCH, cgroup driver and emulation.
+recipe_text() {
+	printf '%s\n' "$KERNEL_ARGS" "$IMAGE_BYTES"
+	declare -f guest_recipe
+	guest_files
+	if variant; then declare -f guest_recipe_variant; fi
+	if [ "$ARCH" = arm64 ]; then declare -f arm64_kernel; fi
+	if [ -n "$EMULATE" ]; then declare -f emulator_install; fi
+}
+
+# image_inputs VERSIONS prints the lines of the image inputs record
+# (docs/lanes.md#image-inputs) that the image key digests: suite,
+# architecture, cgroup driver, emulation, package list, recipe digest,
+# lane D's kernel package, and the Engine tuple with the digest of its
+# VERSIONS lines as `qualify run --engine-build` records them (trailing
+# space and empty lines dropped). Needs package_versions.
+image_inputs() {
 	local versions=$1
-	{
-		base_key
-		printf '%s\n' "$KERNEL_ARGS" "$IMAGE_BYTES"
-		declare -f guest_recipe
-		guest_files
-		if variant; then
-			echo "arch $ARCH cgroup driver $CGROUP_DRIVER"
-			declare -f guest_recipe_variant
-		fi
-		if [ "$ARCH" = arm64 ]; then
-			declare -f arm64_kernel
-			echo "$ARM64_KERNEL_PKG"
-		fi
-		if [ -n "$EMULATE" ]; then
-			declare -f emulator_install
-			echo "emulate $EMULATE $QEMU_USER_PKG"
-		fi
-		cat "$versions"
-	} | sha256sum | cut -c1-16
+	echo "suite $SUITE"
+	echo "arch $ARCH"
+	echo "cgroup-driver $CGROUP_DRIVER"
+	[ -z "$EMULATE" ] || echo "emulate $EMULATE $QEMU_USER_PKG"
+	echo "packages ${PACKAGES[*]}"
+	echo "recipe sha256:$(recipe_text | sha256sum | cut -d' ' -f1)"
+	[ "$ARCH" != arm64 ] || echo "kernel-package $ARM64_KERNEL_PKG"
+	echo "tuple $TUPLE sha256:$(sed -e 's/[[:space:]]*$//' -e '/^$/d' "$versions" | sha256sum | cut -d' ' -f1)"
+}
+
+# cache_key VERSIONS is the image's key: the first 16 hex digits of the
+# SHA-256 of image_inputs, which `qualify verify` recomputes from the
+# signed record. It digests everything in the bootable image: the base's
+# inputs, the recipe with the guest files, and the tuple.
+cache_key() { image_inputs "$1" | sha256sum | cut -c1-16; }
+
+# image_record ROOT KEY VERSIONS prints the whole image inputs record of
+# the root assembled at ROOT under KEY: image_inputs, the key, then what
+# the root holds: its kernel package, the digest and length of its
+# package list and the version of each of PACKAGES
+# (docs/lanes.md#image-inputs).
+image_record() {
+	local r=$1 list
+	image_inputs "$3"
+	echo "key $2"
+	if [ "$ARCH" = arm64 ]; then
+		echo "kernel $ARM64_KERNEL_PKG"
+	else
+		local k
+		# A pattern also matches packages dpkg knows only by name (the
+		# signed kernel's conflicting -unsigned one, "not-installed"):
+		# the installed ones alone.
+		# shellcheck disable=SC2016 # dpkg-query's own format fields
+		k=$(chroot "$r" dpkg-query -W -f '${db:Status-Status} ${Package} ${Version}\n' 'linux-image-[0-9]*' | sed -n 's/^installed //p')
+		[ "$(grep -c . <<<"$k")" = 1 ] || die "the $SUITE root holds not one kernel package but: ${k:-none}"
+		echo "kernel $k"
+	fi
+	# shellcheck disable=SC2016 # dpkg-query's own format fields
+	list=$(chroot "$r" dpkg-query -W -f '${Package}:${Architecture} ${Version}\n' | LC_ALL=C sort)
+	echo "dpkg sha256:$(printf '%s\n' "$list" | sha256sum | cut -d' ' -f1) $(printf '%s\n' "$list" | wc -l) packages"
+	# shellcheck disable=SC2016 # dpkg-query's own format fields
+	chroot "$r" dpkg-query -W -f '${Package} ${Version}\n' "${PACKAGES[@]}" | LC_ALL=C sort | sed 's/^/deb /'
 }
 
 # build_base DEST debootstraps LANEC_SUITE for LANEC_ARCH with PACKAGES
@@ -489,6 +534,9 @@ image() {
 		cp "$kernel" "$tmp/out/vmlinuz"
 		cp "$initrd" "$tmp/out/initrd.img"
 	fi
+	# What the image was assembled from, for the signed run header
+	# (qualify run --image-inputs).
+	image_record "$tmp/root" "$key" "$TUPLE_PREFIX/VERSIONS" >"$tmp/root/etc/qualbox-image-inputs"
 	log "mkfs.ext4 -d onto a sparse $IMAGE_BYTES image"
 	truncate -s "$IMAGE_BYTES" "$tmp/out/rootfs.img"
 	mkfs.ext4 -q -L qualbox-lanec -d "$tmp/root" "$tmp/out/rootfs.img"
@@ -523,9 +571,14 @@ package_versions() {
 	fi
 }
 
-# key_command implements `key [--versions FILE]` (see the header).
+# key_command implements `key [--versions FILE]` and, as `key_command
+# --inputs ...`, `inputs [--versions FILE]` (see the header).
 key_command() {
-	local versions=
+	local versions='' inputs=
+	if [ "${1:-}" = --inputs ]; then
+		inputs=1
+		shift
+	fi
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--versions)
@@ -542,6 +595,11 @@ key_command() {
 		versions=$TUPLE_PREFIX/VERSIONS
 	fi
 	[ -f "$versions" ] || die "key: no VERSIONS file at $versions"
+	if [ -n "$inputs" ]; then
+		image_inputs "$versions"
+		echo "key $(cache_key "$versions")"
+		return 0
+	fi
 	echo "image $(cache_key "$versions")"
 	echo "base $(base_key)"
 }
@@ -952,6 +1010,7 @@ build_static() {
 run() {
 	local manifest=$ROOT_DIR/manifests/linux-x64.yaml out='' key=/var/lib/qualbox/keys/qualbox-ed25519.key
 	[ "$ARCH" = amd64 ] || manifest=$ROOT_DIR/manifests/linux-$ARCH.yaml
+	[ "$ARCH" = amd64 ] || [ "$CGROUP_DRIVER" = systemd ] || manifest=$ROOT_DIR/manifests/linux-$ARCH-$CGROUP_DRIVER.yaml
 	[ -z "$EMULATE" ] || manifest=$ROOT_DIR/manifests/linux-$ARCH-emulated-$EMULATE.yaml
 	NO_CONFORMANCE=
 	local record_dir=
@@ -1047,11 +1106,15 @@ key)
 	shift
 	key_command "$@"
 	;;
+inputs)
+	shift
+	key_command --inputs "$@"
+	;;
 accel | probe)
 	accel_command "$@"
 	;;
 *)
-	echo "usage: $0 deps | image | key [--versions FILE] | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] [--record DIR] | record DIR | accel [--kernel FILE] | probe [--kernel FILE] [--accel kvm|tcg]" >&2
+	echo "usage: $0 deps | image | key [--versions FILE] | inputs [--versions FILE] | run [--manifest FILE] [--out DIR] [--signing-key FILE] [--no-conformance] [--record DIR] | record DIR | accel [--kernel FILE] | probe [--kernel FILE] [--accel kvm|tcg]" >&2
 	exit 2
 	;;
 esac

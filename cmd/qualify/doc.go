@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	qualify run --manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose] [--progress MODE]
+//	qualify run --manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--image-inputs FILE] [--json] [--keep-image] [--verbose] [--progress MODE]
 //	qualify verify --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--json] DIR...
 //	qualify merge --policy FILE [--key FILE...] | --key FILE [--key FILE...] [--require LIST --row SPEC... --manifest FILE...] [--markdown|--json|--junit|--test2json] [--ascii] [--html FILE] [--vsa FILE --vsa-key FILE [--vsa-verifier-id URI] [--vsa-resource-uri URI] [--vsa-policy-uri URI]] DIR...
 //	qualify keygen --out DIR

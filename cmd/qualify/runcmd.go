@@ -29,7 +29,7 @@ import (
 // runCommand is qualify run's help and flag set; its options are
 // runOptions.
 func runCommand() *cli.Command {
-	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--json] [--keep-image] [--verbose] [--progress MODE]",
+	c := cli.New("qualify run", "--manifest FILE [--endpoint URL] [--only NAMES | --skip NAMES] [--output DIR] [--repeat N] [--parallel N] [--scenario-timeout DURATION] [--signing-key FILE] [--probe BINARY | --image-archive FILE] [--engine-build FILE] [--image-inputs FILE] [--json] [--keep-image] [--verbose] [--progress MODE]",
 		"Run the manifest's scenarios against the Engine it names and write the report.")
 	c.Details = `The report (evidence.json, summary.md, junit.xml, one directory per
 scenario) goes into a fresh directory. With --signing-key the whole report
@@ -92,7 +92,7 @@ type runOptions struct {
 	cli.Positional
 	manifest, endpoint, output, signingKey  string
 	probe, imageArchive, only, skip, engine string
-	progress                                string
+	progress, imageInputs                   string
 	asJSON, keepImage, verbose              bool
 	repeat, parallel                        int
 	scenarioTimeout                         time.Duration
@@ -115,6 +115,7 @@ func (o *runOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.only, "only", "", "run only the manifest's scenarios named in `NAMES` (comma-separated); the report is partial")
 	fs.StringVar(&o.skip, "skip", "", "run all the manifest's scenarios but those named in `NAMES` (comma-separated); the report is partial")
 	fs.StringVar(&o.engine, "engine-build", "", "how the Engine was built, recorded in the signed run header: a UTF-8 text `FILE` of at most 64 lines (lane C passes its Engine tuple's VERSIONS)")
+	fs.StringVar(&o.imageInputs, "image-inputs", "", "what the virtual machine image of the run was assembled from, recorded in the signed run header: an image inputs `FILE` (lanes C and D pass their guest's /etc/qualbox-image-inputs; docs/lanes.md#image-inputs)")
 	fs.DurationVar(&o.scenarioTimeout, "scenario-timeout", qualify.DefaultScenarioTimeout, "fail a scenario still running after `DURATION` (its goroutine stacks go to "+qualify.GoroutinesFile+" in its directory)")
 }
 
@@ -169,13 +170,14 @@ type runPlan struct {
 	m         *manifest.Manifest
 	selection *evidence.Selection
 	build     []string
+	inputs    []string
 	archive   guest.ArchiveImage
 	imageArch string
 	key       ed25519.PrivateKey
 	out       string
 }
 
-// resolve reads the files the flags name (engine build, manifest,
+// resolve reads the files the flags name (engine build, image inputs, manifest,
 // selection, image archive, signing key) and checks the output directory:
 // a cli.UsageError or *cli.ExitError naming what is wrong. Every check comes
 // before the Engine is contacted.
@@ -185,6 +187,11 @@ func (o *runOptions) resolve(stderr io.Writer) (*runPlan, error) {
 	if o.engine != "" {
 		if p.build, err = qualify.ReadEngineBuild(o.engine); err != nil {
 			return nil, cli.UsageError("--engine-build: " + err.Error())
+		}
+	}
+	if o.imageInputs != "" {
+		if p.inputs, err = qualify.ReadImageInputs(o.imageInputs); err != nil {
+			return nil, cli.UsageError("--image-inputs: " + err.Error())
 		}
 	}
 	if o.imageArchive != "" && o.probe != "" {
@@ -308,7 +315,7 @@ func (o *runOptions) config(p *runPlan, eng *client.Client, stderr io.Writer) qu
 		Manifest: p.m, Registry: p.reg, Engine: eng, ImageID: p.m.Image, ImageSource: "manifest",
 		Stderr: stderr, Verbose: o.verbose, SigningKey: p.key,
 		Repeat: o.repeat, Parallel: o.parallel, ScenarioTimeout: o.scenarioTimeout, Selection: p.selection,
-		EngineBuild: p.build,
+		EngineBuild: p.build, ImageInputs: p.inputs,
 	}
 }
 

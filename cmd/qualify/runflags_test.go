@@ -74,6 +74,8 @@ func TestFlagsAreCheckedBeforeTheEngine(t *testing.T) {
 	nonEmpty := t.TempDir()
 	assert.NilError(t, os.WriteFile(filepath.Join(nonEmpty, "x"), nil, 0o644))
 	missing := filepath.Join(t.TempDir(), "missing")
+	badInputs := filepath.Join(t.TempDir(), "image-inputs")
+	assert.NilError(t, os.WriteFile(badInputs, []byte("colour blue\n"), 0o644))
 	runArgs := func(extra ...string) []string {
 		return append([]string{"run", "--manifest", path, "--endpoint", endpoint}, extra...)
 	}
@@ -99,6 +101,8 @@ func TestFlagsAreCheckedBeforeTheEngine(t *testing.T) {
 		{runArgs("--signing-key", missing), missing},
 		{runArgs("--engine-build", missing), `qualify run: --engine-build: engine build record "` + missing + `"`},
 		{runArgs("--engine-build", t.TempDir()), `qualify run: --engine-build: engine build record`},
+		{runArgs("--image-inputs", missing), `qualify run: --image-inputs: image inputs record "` + missing + `"`},
+		{runArgs("--image-inputs", badInputs), `qualify run: --image-inputs: image inputs record "` + badInputs + `": imageInputs line 1: unknown name "colour"`},
 		{runArgs("--output", nonEmpty), "is not empty: give a fresh directory"},
 		{imageArgs("--arch", "riscv64"), `qualify image: --arch "riscv64": want amd64 or arm64`},
 		{imageArgs("--remove", "sha256:abc"), `qualify image: --remove "sha256:abc": want an exact image ID`},

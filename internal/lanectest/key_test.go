@@ -3,15 +3,21 @@ package lanectest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/qualbox/qualbox/qualify"
+	"github.com/qualbox/qualbox/qualify/evidence"
 )
 
 // scriptsCopy copies scripts/lanec.sh and the guest files it reads
@@ -95,4 +101,49 @@ func TestCacheKeyCoversGuestFiles(t *testing.T) {
 	image, _ = keys(t, root, versions)
 	_, dup := seen[image]
 	assert.Check(t, !dup, "another VERSIONS gave a key seen before")
+}
+
+// `lanec.sh inputs` prints the image inputs record's lines that the
+// image key digests (docs/lanes.md#image-inputs), and its key line is
+// what `key` calls the image key and what verification recomputes: the
+// first 16 hex digits of the SHA-256 of those lines. Its tuple line
+// digests VERSIONS as `qualify run --engine-build` records it (trailing
+// space and empty lines dropped), and an edited guest file changes its
+// recipe line.
+func TestInputsAreWhatTheImageKeyDigests(t *testing.T) {
+	root := scriptsCopy(t)
+	versions := filepath.Join(t.TempDir(), "VERSIONS")
+	assert.NilError(t, os.WriteFile(versions, []byte("dockerd v2.0.0-beta.24 (module build)  \n\nrunc v1.3.4\n"), 0o644))
+	inputs := func() []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "lanec.sh"), "inputs", "--versions", versions)
+		cmd.Env = append(os.Environ(), "LANEC_ARCH=amd64", "LANEC_TUPLE=lane-b", "LANEC_SUITE=bookworm", "LANEC_CGROUP_DRIVER=systemd", "LANEC_EMULATE=")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		assert.NilError(t, cmd.Run(), "lanec.sh inputs: %s", stderr.String())
+		return strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	}
+	lines := inputs()
+	n := len(lines)
+	assert.Assert(t, n > 1 && strings.HasPrefix(lines[n-1], "key "), "inputs: %q", lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines[:n-1], "\n") + "\n"))
+	assert.Check(t, is.Equal(lines[n-1], "key "+hex.EncodeToString(sum[:8])))
+	image, _ := keys(t, root, versions)
+	assert.Check(t, is.Equal(lines[n-1], "key "+image))
+	build, err := qualify.ReadEngineBuild(versions)
+	assert.NilError(t, err)
+	assert.Check(t, slices.Contains(lines, "tuple lane-b sha256:"+evidence.RecordSHA256(build)), "%q", lines)
+
+	recipe := func(ls []string) string {
+		i := slices.IndexFunc(ls, func(l string) bool { return strings.HasPrefix(l, "recipe ") })
+		assert.Assert(t, i >= 0, "no recipe line: %q", ls)
+		return ls[i]
+	}
+	conf := filepath.Join(root, "scripts", "lanec", "guest", "etc", "sysctl.d", "90-qualbox.conf")
+	data, err := os.ReadFile(conf)
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(conf, append(data, "# edited\n"...), 0o644))
+	assert.Check(t, recipe(inputs()) != recipe(lines), "an edited guest file left the recipe line %s", recipe(lines))
 }

@@ -46,6 +46,12 @@ func renderWorkflow(src []byte, entries []platforms.Entry) ([]byte, error) {
 			if u.Emulate != "" {
 				fmt.Fprintf(b, "  emulate: %s\n", u.Emulate)
 			}
+			// The guest's dockerd runs the profile's cgroup driver:
+			// lanec.sh's default, systemd, unless told (LANEC_CGROUP_DRIVER),
+			// and it refuses a profile of another.
+			if d := p.Cgroup.Driver; d != "systemd" {
+				fmt.Fprintf(b, "  cgroup-driver: %s\n", d)
+			}
 			fmt.Fprintf(b, "  dispatch-only: %t\n", e.DispatchOnly)
 		case platforms.LaneA:
 			b.WriteString("  engine: up\n")

@@ -92,6 +92,10 @@ func emulationProblems(r *Run, s *Scenario) []string {
 	var handlers []BinfmtHandler
 	if r.Host != nil {
 		handlers = r.Host.BinfmtHandlers
+		if r.Host.BinfmtMisc == BinfmtDisabled {
+			return []string{fmt.Sprintf("isolation passed under profile %s (%s images on a %s daemon), but the host's binfmt_misc is disabled, which runs no handler",
+				prof.Name, img, prof.Daemon.Architecture)}
+		}
 	}
 	if slices.ContainsFunc(handlers, func(h BinfmtHandler) bool {
 		return strings.Contains(h.Flags, "F") && h.ELFArchitecture() == img
@@ -107,4 +111,56 @@ func emulationProblems(r *Run, s *Scenario) []string {
 	}
 	return []string{fmt.Sprintf("isolation passed under profile %s (%s images on a %s daemon), but the host facts list no enabled binfmt_misc handler with flag F for %s executables (handlers: %s)",
 		prof.Name, img, prof.Daemon.Architecture, img, strings.Join(have, ", "))}
+}
+
+// BinfmtMisc states (Host.BinfmtMisc) in which the handler list is
+// complete.
+const (
+	BinfmtEnabled  = "enabled"
+	BinfmtDisabled = "disabled"
+)
+
+// binfmtProblems checks the host's binfmt_misc facts of a run with an
+// Engine (docs/qualification.md#evidence). The lines of Binfmt must be
+// BinfmtHandlers as String renders them, in order, since readers see
+// the one and the verifier judges the other (but in reports made before
+// the handlers were recorded, which have the lines only); no handler may be listed
+// where binfmt_misc was not mounted. Under a native profile (images of
+// the daemon's architecture) no enabled handler may run the daemon's
+// own architecture's executables while binfmt_misc is enabled: uname(2)
+// inside and outside the sandbox would then say that architecture on a
+// kernel of another one, which ran the Engine, the controller and the
+// workload through the emulator, so the report would not show the
+// profile's kernel. Not mounted or unreadable, binfmt_misc says nothing
+// either way, and that is what the report then records.
+func binfmtProblems(r *Run) []string {
+	if r.Host == nil || engineless(r) {
+		return nil
+	}
+	h := r.Host
+	var out []string
+	var lines []string
+	for _, b := range h.BinfmtHandlers {
+		lines = append(lines, b.String())
+	}
+	// Reports made before binfmtHandlers and binfmtMisc were recorded
+	// list the lines alone.
+	if (len(h.BinfmtHandlers) > 0 || h.BinfmtMisc != "") && !slices.Equal(lines, h.Binfmt) {
+		out = append(out, fmt.Sprintf("host binfmt %q, but its binfmtHandlers read %q", h.Binfmt, lines))
+	}
+	if h.BinfmtMisc == "not mounted" && len(h.BinfmtHandlers) > 0 {
+		out = append(out, fmt.Sprintf("host binfmtMisc %q, but %d handlers are listed", h.BinfmtMisc, len(h.BinfmtHandlers)))
+	}
+	prof, err := profiles.Load(r.Profile)
+	if err != nil || prof.Image.Architecture != prof.Daemon.Architecture || h.BinfmtMisc == BinfmtDisabled {
+		return out
+	}
+	arch := prof.Daemon.Architecture
+	for _, b := range h.BinfmtHandlers {
+		if b.ELFArchitecture() == arch {
+			out = append(out, fmt.Sprintf("the host's binfmt_misc handler %s runs %s executables, the daemon's own architecture, through %s under profile %s (images and daemon %s): uname(2) would say %s on a kernel of another architecture too, so the report does not show that the kernel is %s",
+				b.Name, arch, b.Interpreter, prof.Name, arch, profiles.UnameMachine(arch), arch))
+		}
+	}
+	return out
 }

@@ -248,7 +248,7 @@ func (c *crossChecker) run(files []*Scenario) {
 	if why := runVerdictProblem(r); why != "" {
 		c.fail(RunFile, "%s", why)
 	}
-	for _, check := range []func(*Run) []string{hostProblems, tupleProblems, postureProblems, imageProblems} {
+	for _, check := range []func(*Run) []string{hostProblems, tupleProblems, postureProblems, imageProblems, imageInputsProblems, binfmtProblems} {
 		c.failAll(RunFile, check(r))
 	}
 	c.failAll(RunFile, timingProblems("run", r.Timing, c.now))

@@ -180,6 +180,15 @@ type Host struct {
 	// magic, mask), from which the verifier derives which architecture's
 	// executables each one runs (BinfmtHandler.ELFArchitecture).
 	BinfmtHandlers []BinfmtHandler `json:"binfmtHandlers,omitempty"`
+	// BinfmtMisc is the state of the kernel's binfmt_misc as read at
+	// /proc/sys/fs/binfmt_misc: "enabled" or "disabled" (its status file,
+	// which switches every handler), "not mounted" (no status file
+	// there), or "unreadable (...)" naming the file that could not be read
+	// and why. Only "enabled" and "disabled" say that Binfmt lists every
+	// enabled handler, so "enabled" with an empty Binfmt is a host
+	// without handlers, and "unreadable" one whose handlers are not
+	// known. "" in reports made before it was recorded.
+	BinfmtMisc string `json:"binfmtMisc,omitempty"`
 }
 
 // Manifest identifies the manifest a run executed.
@@ -307,7 +316,17 @@ type Run struct {
 	// it (`qualify run --engine-build`; lane C gives its Engine tuple's
 	// VERSIONS, docs/lanes.md#engine-tuples): one line per binary. It is a
 	// signed statement of the run's operator, not read from the Engine.
-	EngineBuild []string  `json:"engineBuild,omitempty"`
+	EngineBuild []string `json:"engineBuild,omitempty"`
+	// ImageInputs say what the virtual machine image the Engine and the
+	// controller ran in was assembled from, as the operator recorded it
+	// (`qualify run --image-inputs`; lanes C and D give their guest's
+	// /etc/qualbox-image-inputs): suite, architecture, cgroup driver,
+	// package list, recipe digest, kernel package, Engine tuple digest,
+	// cache key, then the installed packages' versions, one
+	// "<name> <value>" line each (ImageInputs, docs/lanes.md#image-inputs).
+	// A signed statement of the run's operator; verification checks its
+	// shape and its agreement with the rest of the header.
+	ImageInputs []string  `json:"imageInputs,omitempty"`
 	Admission   Admission `json:"admission"`
 	Image       Image     `json:"image"`
 	// Tuple is the platform tuple this run qualifies (derived from the

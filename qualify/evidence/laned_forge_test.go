@@ -1,6 +1,7 @@
 package evidence_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -86,4 +87,54 @@ func TestForgedUnameMachineIsRefused(t *testing.T) {
 			refused(t, dir, keys, file, tc.want)
 		})
 	}
+}
+
+// qemu-user through binfmt_misc tells uname(2) the emulated machine, so
+// lane D's report, every check passing, would read the same on an x86-64
+// kernel running the arm64 Engine, controller and workload through
+// qemu-aarch64. The report's host facts then list that handler: with it
+// (and binfmt_misc enabled, or its state not recorded as in reports made
+// before it was), the native row's report is refused. The same holds for
+// an amd64 row's report listing qemu-x86_64. With binfmt_misc disabled as
+// a whole no handler runs, and the report verifies.
+func TestNativeReportWithItsOwnArchitectureEmulatedIsRefused(t *testing.T) {
+	handler := map[string]evidence.BinfmtHandler{
+		"arm64": {Name: "qemu-aarch64", Interpreter: "/usr/libexec/qemu-binfmt/aarch64-binfmt-P", Flags: "PF",
+			Magic: "7f454c460201010000000000000000000200b700", Mask: "ffffffffffffff00fffffffffffffffffeffffff"},
+		"amd64": {Name: "qemu-x86_64", Interpreter: "/usr/bin/qemu-x86_64-static", Flags: "F",
+			Magic: "7f454c4602010100000000000000000002003e00", Mask: "fffffffffffefe00fffffffffffffffffeffffff"},
+	}
+	emulated := func(arch, state string) func(r *evidence.Run) {
+		return func(r *evidence.Run) {
+			h := handler[arch]
+			r.Host.BinfmtMisc, r.Host.BinfmtHandlers, r.Host.Binfmt = state, []evidence.BinfmtHandler{h}, []string{h.String()}
+		}
+	}
+	for _, tc := range []struct{ name, report, arch, state string }{
+		{"lane D, binfmt_misc enabled", "linux-arm64/20261203T125319Z", "arm64", "enabled"},
+		{"lane D, binfmt_misc state not recorded", "linux-arm64/20261203T125319Z", "arm64", ""},
+		{"lane C on 29.1.4, binfmt_misc enabled", "linux-x64-ref-29.1.4/20261203T094113Z", "amd64", "enabled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, keys := committedCopy(t, tc.report)
+			editRun(t, dir, emulated(tc.arch, tc.state))
+			refused(t, dir, keys, "evidence.json", "handler "+handler[tc.arch].Name+" runs "+tc.arch+" executables, the daemon's own architecture")
+		})
+	}
+	t.Run("binfmt_misc disabled", func(t *testing.T) {
+		dir, keys := committedCopy(t, "linux-arm64/20261203T125319Z")
+		editRun(t, dir, emulated("arm64", "disabled"))
+		resign(t, dir, keys)
+		_, err := evidence.VerifyRun(context.Background(), dir, pub(t, keys))
+		assert.NilError(t, err)
+	})
+	// The handler kept from the lines a reader sees.
+	t.Run("handler left out of the lines", func(t *testing.T) {
+		dir, keys := committedCopy(t, "linux-arm64/20261203T125319Z")
+		editRun(t, dir, func(r *evidence.Run) {
+			emulated("arm64", "disabled")(r)
+			r.Host.Binfmt = nil
+		})
+		refused(t, dir, keys, "evidence.json", `host binfmt [], but its binfmtHandlers read ["qemu-aarch64 /usr/libexec/qemu-binfmt/aarch64-binfmt-P flags PF"]`)
+	})
 }

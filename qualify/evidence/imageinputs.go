@@ -1,0 +1,293 @@
+package evidence
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/qualbox/qualbox/profiles"
+)
+
+// ImageInputs is a run header's imageInputs parsed: what the virtual
+// machine image the Engine and the controller ran in was assembled from,
+// as lane C's and lane D's scripts/lanec.sh write it into the guest
+// (/etc/qualbox-image-inputs; docs/lanes.md#image-inputs). Each field is
+// one line "<name> <value>" of the record, in this order; the lines before
+// key are what the image's cache key digests, those after it what the
+// assembled root holds.
+type ImageInputs struct {
+	// Suite is the Debian release debootstrapped ("bookworm").
+	Suite string
+	// Arch is the guest's Debian architecture ("amd64", "arm64").
+	Arch string
+	// CgroupDriver is the guest dockerd's cgroup driver ("systemd",
+	// "cgroupfs").
+	CgroupDriver string
+	// Emulate is the architecture whose executables the guest runs
+	// through qemu-user, with the qemu-user-static version
+	// ("amd64 1:7.2+dfsg-7+deb12u18"); "" without emulation.
+	Emulate string
+	// Packages are the Debian packages debootstrap was asked to include.
+	Packages []string
+	// RecipeSHA256 is the hex SHA-256 of the recipe's text: the shell
+	// functions that configure the root, as bash prints them, the kernel
+	// arguments and the image size.
+	RecipeSHA256 string
+	// KernelPackage is the kernel package named before the build (lane
+	// D unpacks it: "linux-image-6.1.0-57-arm64 6.1.192-3"); "" where the
+	// kernel comes with Packages (lane C).
+	KernelPackage string
+	// Tuple names the Engine tuple and TupleSHA256 is the hex SHA-256 of
+	// its VERSIONS file, the run header's engineBuild.
+	Tuple, TupleSHA256 string
+	// Key is the image's cache key: the first 16 hex digits of the SHA-256
+	// of every line before it, each with its newline.
+	Key string
+	// Kernel is the kernel package the root holds and its version
+	// ("linux-image-6.1.0-57-arm64 6.1.192-3").
+	Kernel string
+	// DpkgSHA256 is the hex SHA-256 of the root's whole package list
+	// (one "<package>:<arch> <version>" line each, sorted) and DpkgCount
+	// its length.
+	DpkgSHA256 string
+	DpkgCount  int
+	// Debs are "<package> <version>" of each of Packages as installed,
+	// sorted by name.
+	Debs []string
+}
+
+// ImageInputsError says why an image inputs record was refused: the
+// 1-based line (0 for the record as a whole) and what was wrong.
+type ImageInputsError struct {
+	Line    int
+	Problem string
+}
+
+func (e *ImageInputsError) Error() string {
+	if e.Line == 0 {
+		return "imageInputs: " + e.Problem
+	}
+	return fmt.Sprintf("imageInputs line %d: %s", e.Line, e.Problem)
+}
+
+var (
+	hex64      = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	hex16      = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	debName    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	debVersion = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~:-]*$`)
+	archName   = regexp.MustCompile(`^[a-z0-9]+$`)
+)
+
+// imageInputLine is one name of the record's grammar.
+type imageInputLine struct {
+	name             string
+	required, repeat bool
+}
+
+// imageInputLines is the record's grammar: each name in order, whether
+// it must be present, and whether it may repeat (deb).
+var imageInputLines = []imageInputLine{
+	{"suite", true, false}, {"arch", true, false}, {"cgroup-driver", true, false},
+	{"emulate", false, false}, {"packages", true, false}, {"recipe", true, false},
+	{"kernel-package", false, false}, {"tuple", true, false}, {"key", true, false},
+	{"kernel", true, false}, {"dpkg", true, false}, {"deb", true, true},
+}
+
+// ParseImageInputs parses the lines of an image inputs record
+// (ImageInputs): every name of the grammar in its order, each once but
+// deb, values of their shapes, a key that is the digest of the lines
+// before it and one deb line per package, sorted. It returns an
+// *ImageInputsError naming the first line that is wrong.
+func ParseImageInputs(lines []string) (*ImageInputs, error) {
+	var in ImageInputs
+	last := -1 // index into imageInputLines of the last name seen
+	missing := func(from, to int) string {
+		for k := from; k < to; k++ {
+			if imageInputLines[k].required {
+				return imageInputLines[k].name
+			}
+		}
+		return ""
+	}
+	var keyed strings.Builder
+	for i, line := range lines {
+		fail := func(format string, args ...any) error {
+			return &ImageInputsError{i + 1, fmt.Sprintf(format, args...)}
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || value == "" || strings.TrimSpace(value) != value || strings.Contains(value, "  ") {
+			return nil, fail("want %q, got %q", "<name> <value>", line)
+		}
+		j := slices.IndexFunc(imageInputLines, func(g imageInputLine) bool { return g.name == name })
+		switch {
+		case j < 0:
+			return nil, fail("unknown name %q", name)
+		case j < last:
+			return nil, fail("%q after %q", name, imageInputLines[last].name)
+		case j == last && !imageInputLines[j].repeat:
+			return nil, fail("a second %q", name)
+		}
+		if m := missing(last+1, j); m != "" {
+			return nil, fail("%q before the required %q", name, m)
+		}
+		last = j
+		if why := in.set(name, value); why != "" {
+			return nil, fail("%s %s", name, why)
+		}
+		switch {
+		case name == "key":
+			if want := imageKey(keyed.String()); value != want {
+				return nil, fail("key %s, but the lines before it digest to %s", value, want)
+			}
+		case in.Key == "":
+			keyed.WriteString(line + "\n")
+		}
+	}
+	if m := missing(last+1, len(imageInputLines)); m != "" {
+		return nil, &ImageInputsError{0, fmt.Sprintf("no %q line", m)}
+	}
+	var names []string
+	for _, d := range in.Debs {
+		n, _, _ := strings.Cut(d, " ")
+		names = append(names, n)
+	}
+	if want := slices.Sorted(slices.Values(in.Packages)); !slices.Equal(names, want) {
+		return nil, &ImageInputsError{0, fmt.Sprintf("deb lines name %s, want one per package, sorted: %s", strings.Join(names, " "), strings.Join(want, " "))}
+	}
+	return &in, nil
+}
+
+// imageKey is the cache key of the record text before the key line.
+func imageKey(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:8])
+}
+
+// set stores one line's value, or says why its shape is wrong.
+func (in *ImageInputs) set(name, value string) string {
+	pkg := func(v string) bool {
+		n, ver, ok := strings.Cut(v, " ")
+		return ok && debName.MatchString(n) && debVersion.MatchString(ver)
+	}
+	digest := func(v string) (string, bool) {
+		h, ok := strings.CutPrefix(v, "sha256:")
+		return h, ok && hex64.MatchString(h)
+	}
+	var ok bool
+	switch name {
+	case "suite":
+		in.Suite, ok = value, archName.MatchString(value)
+	case "arch":
+		in.Arch, ok = value, archName.MatchString(value)
+	case "cgroup-driver":
+		in.CgroupDriver, ok = value, value == "systemd" || value == "cgroupfs"
+	case "emulate":
+		a, v, _ := strings.Cut(value, " ")
+		in.Emulate, ok = value, archName.MatchString(a) && debVersion.MatchString(v)
+	case "packages":
+		in.Packages = strings.Split(value, " ")
+		ok = !slices.ContainsFunc(in.Packages, func(p string) bool { return !debName.MatchString(p) }) &&
+			len(slices.Compact(slices.Sorted(slices.Values(in.Packages)))) == len(in.Packages)
+	case "recipe":
+		in.RecipeSHA256, ok = digest(value)
+	case "kernel-package":
+		in.KernelPackage, ok = value, pkg(value) && strings.HasPrefix(value, "linux-image-")
+	case "tuple":
+		t, d, _ := strings.Cut(value, " ")
+		in.Tuple = t
+		in.TupleSHA256, ok = digest(d)
+		ok = ok && debName.MatchString(t)
+	case "key":
+		in.Key, ok = value, hex16.MatchString(value)
+	case "kernel":
+		in.Kernel, ok = value, pkg(value) && strings.HasPrefix(value, "linux-image-")
+	case "dpkg":
+		d, n, _ := strings.Cut(value, " ")
+		in.DpkgSHA256, ok = digest(d)
+		count, cut := strings.CutSuffix(n, " packages")
+		c, err := strconv.Atoi(count)
+		in.DpkgCount, ok = c, ok && cut && err == nil && c > 0
+	case "deb":
+		in.Debs, ok = append(in.Debs, value), pkg(value)
+	}
+	if !ok {
+		return fmt.Sprintf("%q is not of its shape", value)
+	}
+	return ""
+}
+
+// RecordSHA256 is the hex SHA-256 of a record's lines as a file holding
+// each with its newline: what the image inputs' tuple line states of the
+// Engine tuple's VERSIONS, recorded as the run header's engineBuild.
+func RecordSHA256(lines []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n") + "\n"))
+	return hex.EncodeToString(sum[:])
+}
+
+// imageInputsProblems checks a run header's imageInputs, where it has
+// them, against the rest of the header (docs/lanes.md#image-inputs): the
+// record's shape and key (ParseImageInputs); the guest's architecture
+// against the Engine's and the controller's (the controller runs in the
+// guest); its cgroup driver against the Engine's; the tuple digest
+// against the engineBuild lines; the kernel package against the kernel
+// the Engine and the host facts report (release and Debian version);
+// the suite against the Engine's operating system; and emulation exactly
+// where the profile's images are of another architecture than its
+// daemon.
+func imageInputsProblems(r *Run) []string {
+	if len(r.ImageInputs) == 0 {
+		return nil
+	}
+	in, err := ParseImageInputs(r.ImageInputs)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	add := func(format string, args ...any) { out = append(out, "imageInputs "+fmt.Sprintf(format, args...)) }
+	if in.Arch != r.Controller.Arch {
+		add("arch %s, but the controller that ran in the guest is %s", in.Arch, r.Controller.Arch)
+	}
+	if in.Arch != r.Engine.Arch {
+		add("arch %s, but the Engine's /version Arch is %q", in.Arch, r.Engine.Arch)
+	}
+	if in.CgroupDriver != r.Engine.CgroupDriver {
+		add("cgroup-driver %s, but the Engine's /info CgroupDriver is %q", in.CgroupDriver, r.Engine.CgroupDriver)
+	}
+	if len(r.EngineBuild) == 0 {
+		add("tuple %s sha256:%s, but the header has no engineBuild", in.Tuple, in.TupleSHA256)
+	} else if got := RecordSHA256(r.EngineBuild); got != in.TupleSHA256 {
+		add("tuple %s sha256:%s, but the header's engineBuild digests to sha256:%s", in.Tuple, in.TupleSHA256, got)
+	}
+	pkg, ver, _ := strings.Cut(in.Kernel, " ")
+	release := strings.TrimPrefix(pkg, "linux-image-")
+	if release != r.Engine.KernelVersion {
+		add("kernel %s, but the Engine's /info KernelVersion is %q", in.Kernel, r.Engine.KernelVersion)
+	}
+	if r.Host != nil {
+		if release != r.Host.Kernel {
+			add("kernel %s, but the host's kernel release is %q", in.Kernel, r.Host.Kernel)
+		}
+		if !strings.Contains(r.Host.KernelBuild+" ", " "+ver+" ") {
+			add("kernel %s, but the host's kernel build line %q names no version %s", in.Kernel, r.Host.KernelBuild, ver)
+		}
+	}
+	if in.KernelPackage != "" && in.KernelPackage != in.Kernel {
+		add("kernel %s, but kernel-package %s", in.Kernel, in.KernelPackage)
+	}
+	if !strings.Contains(r.Engine.OperatingSystem, "("+in.Suite+")") {
+		add("suite %s, but the Engine's /info OperatingSystem is %q", in.Suite, r.Engine.OperatingSystem)
+	}
+	if prof, err := profiles.Load(r.Profile); err == nil {
+		emu, _, _ := strings.Cut(in.Emulate, " ")
+		if img := prof.Image.Architecture; img != prof.Daemon.Architecture && emu != img {
+			add("emulate %q, but profile %s runs %s images on a %s daemon", in.Emulate, prof.Name, img, prof.Daemon.Architecture)
+		} else if img == prof.Daemon.Architecture && emu != "" {
+			add("emulate %s, but profile %s runs its images natively", in.Emulate, prof.Name)
+		}
+	}
+	return out
+}
