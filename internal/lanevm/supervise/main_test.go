@@ -88,6 +88,17 @@ func TestRunRefusesBadInput(t *testing.T) {
 	}
 }
 
+// With several required flags missing, the first of --qemu, --image,
+// --append and --work is named, every time.
+func TestRunNamesTheFirstMissingFlag(t *testing.T) {
+	for range 20 {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "--append", "x"}, envOf(nil), &bytes.Buffer{}, &stderr)
+		assert.Assert(t, is.Equal(code, 2))
+		assert.Assert(t, is.Contains(stderr.String(), "lanec: run: --qemu is required\n"))
+	}
+}
+
 // budget prints the bounds, and fails (1) once LANEC_DEADLINE has passed.
 func TestBudget(t *testing.T) {
 	var stdout, stderr bytes.Buffer
