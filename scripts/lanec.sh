@@ -890,7 +890,7 @@ new_work() {
 	chmod 700 "$WORK"
 	mkdir -p "$WORK/share/bin" "$WORK/share/params" "$WORK/share/state" "$WORK/share/out"
 	trap cleanup_work EXIT
-	trap 'log "interrupted"; exit 130' INT TERM
+	trap 'log "interrupted"; exit 130' INT TERM HUP
 }
 
 # supervisor builds the supervisor (internal/lanevm/supervise) for this

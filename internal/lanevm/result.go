@@ -32,7 +32,7 @@ const (
 	// BadStatus: the guest's state/job.status held none of the words the
 	// job writes (a *StatusError).
 	BadStatus
-	// Interrupted: the supervisor got SIGINT or SIGTERM and powered the
+	// Interrupted: the supervisor got SIGINT, SIGTERM or SIGHUP and powered the
 	// guest down.
 	Interrupted
 )

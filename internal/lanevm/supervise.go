@@ -209,7 +209,7 @@ func (r *run) since() int64 { return int64(time.Since(r.start) / time.Second) }
 // Supervise runs the guest of cfg to its end and returns what happened;
 // it returns only after qemu is gone. A Config that fails Check is
 // returned as an error with nothing started. Cancelling ctx (SIGINT,
-// SIGTERM) powers the guest down like a passed bound, and the run's
+// SIGTERM, SIGHUP) powers the guest down like a passed bound, and the run's
 // Kind is Interrupted.
 func Supervise(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Check(); err != nil {

@@ -14,5 +14,6 @@
 // when the guest passed, 1 when it did not (failed, hung, crashed, slow
 // to power down, past the deadline, garbage status), 2 on a bad command
 // line or setting (nothing started), 4 when the results could not be
-// copied out, 130 on SIGINT or SIGTERM (the guest powered down first).
+// copied out, 130 on SIGINT, SIGTERM or SIGHUP (the guest powered down
+// first, and the work directory removed with --remove-work).
 package main
