@@ -12,6 +12,18 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 )
 
+// testShare is a shared folder with state/, read as the supervisor reads
+// the guest's; it returns the folder and its state/ directory.
+func testShare(t *testing.T) (*shareFS, string) {
+	t.Helper()
+	dir := t.TempDir()
+	assert.NilError(t, os.Mkdir(filepath.Join(dir, "state"), 0o755))
+	share, err := openShare(dir)
+	assert.NilError(t, err)
+	t.Cleanup(func() { share.Close() })
+	return share, filepath.Join(dir, "state")
+}
+
 func appendTo(t *testing.T, path, text string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -25,8 +37,8 @@ func appendTo(t *testing.T, path, text string) {
 // last (a line still being written waits for its newline); of the
 // conformance log, the test starts and verdicts only.
 func TestLogTailShowsNewCompleteLines(t *testing.T) {
-	state := t.TempDir()
-	logs := guestLogs(state)
+	share, state := testShare(t)
+	logs := guestLogs(share)
 	var out bytes.Buffer
 	show := func() string {
 		out.Reset()
@@ -51,20 +63,21 @@ func TestLogTailShowsNewCompleteLines(t *testing.T) {
 // then how many more the copy holds; a last line without its newline is
 // shown as cut off.
 func TestLogTailFinal(t *testing.T) {
-	state := t.TempDir()
-	l := guestLogs(state)[1]
-	appendTo(t, l.path, "=== RUN   TestX\nnot a verdict\ngoroutine 1 [running]:\nmain.f(...)")
+	share, state := testShare(t)
+	l := guestLogs(share)[1]
+	appendTo(t, filepath.Join(state, "conformance.log"), "=== RUN   TestX\nnot a verdict\ngoroutine 1 [running]:\nmain.f(...)")
 	var out bytes.Buffer
 	l.show(&out, true)
 	assert.Check(t, is.Equal(out.String(), "  guest conformance| === RUN   TestX\n  guest conformance| not a verdict\n"+
 		"  guest conformance| goroutine 1 [running]:\n  guest conformance.log| main.f(...) (unfinished when the guest stopped)\n"))
 
-	long := guestLogs(t.TempDir())[0]
+	share, state = testShare(t)
+	long := guestLogs(share)[0]
 	var b strings.Builder
 	for i := range FinalLines + 5 {
 		fmt.Fprintf(&b, "line %d\n", i)
 	}
-	appendTo(t, long.path, b.String())
+	appendTo(t, filepath.Join(state, "qualify.log"), b.String())
 	out.Reset()
 	long.show(&out, true)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
