@@ -93,3 +93,24 @@ func TestConsoleTail(t *testing.T) {
 	assert.Check(t, is.DeepEqual(ConsoleTail(p, 2), []string{"b", "c"}))
 	assert.Check(t, is.DeepEqual(ConsoleTail(p, 10), []string{"a", "b", "c"}))
 }
+
+// The console's content is the guest's: a console past MaxConsoleBytes
+// is copied from its end, after a line saying how much was left out.
+func TestCopyConsoleBounded(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "console.log"), filepath.Join(dir, "copy.log")
+	f, err := os.Create(src)
+	assert.NilError(t, err)
+	// Holes, then the last line: no disk for the bulk.
+	_, err = f.WriteAt([]byte("last line\r\n"), MaxConsoleBytes+100)
+	assert.NilError(t, err)
+	assert.NilError(t, f.Close())
+	assert.NilError(t, copyConsole(src, dst))
+	info, err := os.Stat(dst)
+	assert.NilError(t, err)
+	assert.Check(t, info.Size() <= MaxConsoleBytes+200, "copied %d bytes", info.Size())
+	data, err := os.ReadFile(dst)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(string(data[:bytes.IndexByte(data, '\n')+1]), "lanec: the console's first 111 bytes are not copied (lanevm.MaxConsoleBytes)\n"))
+	assert.Check(t, strings.HasSuffix(string(data), "last line\n"))
+}
