@@ -17,8 +17,10 @@
 # It marks state/booted when it starts and state/started when the Engine
 # answers, and ends by writing state/job.status: one line, `passed`,
 # `failed`, or `stopped` when a power-down's SIGTERM cut it short. The host
-# reads that line strictly (internal/lanevm.ParseStatus); the step exit
-# statuses beside it (qualify.rc, conformance.rc) are for people.
+# reads that line strictly (internal/lanevm.ParseStatus) and believes
+# `passed` only beside the marks, the step exit statuses (qualify.rc,
+# conformance.rc) holding 0 and the report's evidence.dsse.json, all
+# regular files (docs/lanes.md#running-lane-c).
 set -u
 M=/mnt/qualbox
 S=$M/state

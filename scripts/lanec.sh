@@ -946,9 +946,11 @@ SUPERVISE=
 new_work() {
 	WORK=$(mktemp -d /tmp/qualbox-lanec.XXXXXX)
 	chmod 700 "$WORK"
-	mkdir -p "$WORK/share/bin" "$WORK/share/params" "$WORK/share/state" "$WORK/share/out"
+	# host/ holds the host's own files for DIR.lanec (accel.txt), apart
+	# from the shared folder, which the guest controls.
+	mkdir -p "$WORK/share/bin" "$WORK/share/params" "$WORK/share/state" "$WORK/share/out" "$WORK/host"
 	trap cleanup_work EXIT
-	trap 'log "interrupted"; exit 130' INT TERM
+	trap 'log "interrupted"; exit 130' INT TERM HUP
 }
 
 # supervisor builds the supervisor (internal/lanevm/supervise) for this
@@ -973,7 +975,7 @@ supervisor() {
 boot_guest() {
 	local t0 t timing=() keep=(--remove-work)
 	t0=$(date +%s)
-	choose_accel "$IMAGE_DIR/vmlinuz" "$WORK/share/state"
+	choose_accel "$IMAGE_DIR/vmlinuz" "$WORK/host"
 	TIMINGS+=("accel_s $(($(date +%s) - t0)) (choosing the accelerator: $ACCEL)")
 	for t in "${TIMINGS[@]}"; do timing+=(--timing "$t"); done
 	[ -z "${LANEC_KEEP_WORK:-}" ] || keep=()

@@ -3,7 +3,16 @@
 // the work directory's shared folder, bounds each phase of the run by one
 // Budget, shows the job's progress as the guest writes it, powers the guest
 // down (ACPI, then SIGTERM and SIGKILL to qemu's PID), copies the results
-// out and maps what happened to a typed Result and one exit status. The
+// out and maps what happened to a typed Result and one exit status.
+//
+// The shared folder is the guest's, mounted with security_model=none
+// (docs/lanes.md#running-lane-c): the supervisor, root on the host, reads
+// it only
+// through an os.Root, takes regular files and directories only, within
+// size bounds (MaxGuestFileBytes, MaxGuestTreeBytes, MaxGuestEntries),
+// refuses anything else with an *UnsafeFileError or *TooLargeError, keeps
+// the guest's files apart from its own in the copy, and believes a passed
+// status only with everything a passed job leaves (GuestIncomplete). The
 // guest's side is scripts/lanec-job.sh; assembling the image and choosing
 // the accelerator stay in scripts/lanec.sh, which runs this package's
 // command (lanevm/supervise).

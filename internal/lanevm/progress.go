@@ -12,8 +12,10 @@ import (
 // gained since the last look (the 9p folder is uncached, so the guest's
 // writes are visible at once).
 type logTail struct {
-	tag  string
-	path string
+	tag   string
+	share *shareFS
+	// rel is the log's path under the shared folder.
+	rel string
 	// keep selects the lines shown while the job runs; nil shows all.
 	keep *regexp.Regexp
 	// offset is the byte offset of the first line not yet consumed.
@@ -35,18 +37,19 @@ var conformanceProgress = regexp.MustCompile(`^(=== RUN|[[:space:]]*--- |ok|FAIL
 // scenario's start, one every 30 s while it runs, its verdict), all
 // shown; of the conformance suite's -test.v output, the test starts and
 // verdicts.
-func guestLogs(state string) []*logTail {
+func guestLogs(share *shareFS) []*logTail {
 	return []*logTail{
-		{tag: "qualify", path: state + "/qualify.log"},
-		{tag: "conformance", path: state + "/conformance.log", keep: conformanceProgress},
+		{tag: "qualify", share: share, rel: "state/qualify.log"},
+		{tag: "conformance", share: share, rel: "state/conformance.log", keep: conformanceProgress},
 	}
 }
 
 // show writes to w the complete lines the log gained. final (the guest
 // has stopped) shows every line, at most FinalLines, and a last line
-// without its newline, marked as cut off.
+// without its newline, marked as cut off. A log that is not a regular
+// file is not shown (the copy out refuses it with its reason).
 func (l *logTail) show(w io.Writer, final bool) {
-	f, err := os.Open(l.path)
+	f, _, err := l.share.openFile(l.rel)
 	if err != nil {
 		return
 	}

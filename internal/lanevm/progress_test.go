@@ -12,6 +12,18 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 )
 
+// testShare is a shared folder with state/, read as the supervisor reads
+// the guest's; it returns the folder and its state/ directory.
+func testShare(t *testing.T) (*shareFS, string) {
+	t.Helper()
+	dir := t.TempDir()
+	assert.NilError(t, os.Mkdir(filepath.Join(dir, "state"), 0o755))
+	share, err := openShare(dir)
+	assert.NilError(t, err)
+	t.Cleanup(func() { share.Close() })
+	return share, filepath.Join(dir, "state")
+}
+
 func appendTo(t *testing.T, path, text string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -25,8 +37,8 @@ func appendTo(t *testing.T, path, text string) {
 // last (a line still being written waits for its newline); of the
 // conformance log, the test starts and verdicts only.
 func TestLogTailShowsNewCompleteLines(t *testing.T) {
-	state := t.TempDir()
-	logs := guestLogs(state)
+	share, state := testShare(t)
+	logs := guestLogs(share)
 	var out bytes.Buffer
 	show := func() string {
 		out.Reset()
@@ -51,20 +63,21 @@ func TestLogTailShowsNewCompleteLines(t *testing.T) {
 // then how many more the copy holds; a last line without its newline is
 // shown as cut off.
 func TestLogTailFinal(t *testing.T) {
-	state := t.TempDir()
-	l := guestLogs(state)[1]
-	appendTo(t, l.path, "=== RUN   TestX\nnot a verdict\ngoroutine 1 [running]:\nmain.f(...)")
+	share, state := testShare(t)
+	l := guestLogs(share)[1]
+	appendTo(t, filepath.Join(state, "conformance.log"), "=== RUN   TestX\nnot a verdict\ngoroutine 1 [running]:\nmain.f(...)")
 	var out bytes.Buffer
 	l.show(&out, true)
 	assert.Check(t, is.Equal(out.String(), "  guest conformance| === RUN   TestX\n  guest conformance| not a verdict\n"+
 		"  guest conformance| goroutine 1 [running]:\n  guest conformance.log| main.f(...) (unfinished when the guest stopped)\n"))
 
-	long := guestLogs(t.TempDir())[0]
+	share, state = testShare(t)
+	long := guestLogs(share)[0]
 	var b strings.Builder
 	for i := range FinalLines + 5 {
 		fmt.Fprintf(&b, "line %d\n", i)
 	}
-	appendTo(t, long.path, b.String())
+	appendTo(t, filepath.Join(state, "qualify.log"), b.String())
 	out.Reset()
 	long.show(&out, true)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -79,4 +92,25 @@ func TestConsoleTail(t *testing.T) {
 	appendTo(t, p, "a\r\nb\r\nc\r\n")
 	assert.Check(t, is.DeepEqual(ConsoleTail(p, 2), []string{"b", "c"}))
 	assert.Check(t, is.DeepEqual(ConsoleTail(p, 10), []string{"a", "b", "c"}))
+}
+
+// The console's content is the guest's: a console past MaxConsoleBytes
+// is copied from its end, after a line saying how much was left out.
+func TestCopyConsoleBounded(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "console.log"), filepath.Join(dir, "copy.log")
+	f, err := os.Create(src)
+	assert.NilError(t, err)
+	// Holes, then the last line: no disk for the bulk.
+	_, err = f.WriteAt([]byte("last line\r\n"), MaxConsoleBytes+100)
+	assert.NilError(t, err)
+	assert.NilError(t, f.Close())
+	assert.NilError(t, copyConsole(src, dst))
+	info, err := os.Stat(dst)
+	assert.NilError(t, err)
+	assert.Check(t, info.Size() <= MaxConsoleBytes+200, "copied %d bytes", info.Size())
+	data, err := os.ReadFile(dst)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(string(data[:bytes.IndexByte(data, '\n')+1]), "lanec: the console's first 111 bytes are not copied (lanevm.MaxConsoleBytes)\n"))
+	assert.Check(t, strings.HasSuffix(string(data), "last line\n"))
 }

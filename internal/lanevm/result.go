@@ -32,15 +32,19 @@ const (
 	// BadStatus: the guest's state/job.status held none of the words the
 	// job writes (a *StatusError).
 	BadStatus
-	// Interrupted: the supervisor got SIGINT or SIGTERM and powered the
+	// Interrupted: the supervisor got SIGINT, SIGTERM or SIGHUP and powered the
 	// guest down.
 	Interrupted
+	// GuestIncomplete: the guest reported that its job passed, but the
+	// shared folder lacks marks or files a passed job leaves (Missing).
+	GuestIncomplete
 )
 
 var kindNames = [...]string{
 	GuestPassed: "guest-passed", GuestFailed: "guest-failed", GuestHung: "guest-hung",
 	QEMUCrashed: "qemu-crashed", PowerDownSlow: "power-down-slow",
 	DeadlineExceeded: "deadline-exceeded", BadStatus: "bad-status", Interrupted: "interrupted",
+	GuestIncomplete: "guest-incomplete",
 }
 
 func (k Kind) String() string {
@@ -88,8 +92,14 @@ type Result struct {
 	Phase string
 	// Status is what the guest reported (NoStatus when nothing or garbage).
 	Status GuestStatus
-	// StatusErr is the *StatusError of a BadStatus run.
+	// StatusErr is why a BadStatus run's status could not be read: a
+	// *StatusError, or an *UnsafeFileError or *TooLargeError for what the
+	// guest left in its place.
 	StatusErr error
+	// Missing names, for a GuestIncomplete run, what a passed job leaves
+	// and the shared folder lacks ("state/started",
+	// "out/report/evidence.dsse.json (a regular file)"), in a fixed order.
+	Missing []string
 	// QEMUExit is how qemu's process ended, as os/exec words it ("exit
 	// status 1", "signal: killed"); empty when it did not start.
 	QEMUExit string
@@ -154,6 +164,8 @@ func (r Result) String() string {
 		fmt.Fprintf(&b, ": the guest reported %s but did not power off in time", r.Status)
 	case BadStatus:
 		fmt.Fprintf(&b, ": %v", r.StatusErr)
+	case GuestIncomplete:
+		fmt.Fprintf(&b, ": the guest reported %s, but its shared folder lacks %s", r.Status, strings.Join(r.Missing, ", "))
 	case Interrupted:
 		fmt.Fprintf(&b, ": in the %s phase", r.Phase)
 	}

@@ -22,8 +22,9 @@ const (
 
 // Config is one supervised run. The work directory holds the shared
 // folder the guest mounts (share/, with the job's files and its state/
-// and out/ directories), the serial console (console.log) and qemu's own
-// output (qemu.log).
+// and out/ directories), the serial console (console.log), qemu's own
+// output (qemu.log) and, optionally, the host's own files for
+// Out.lanec (host/, such as accel.txt), which the guest cannot reach.
 type Config struct {
 	// QEMU is the emulator to run (qemu-system-x86_64, qemu-system-aarch64).
 	QEMU string
@@ -39,7 +40,8 @@ type Config struct {
 	// Work is the work directory.
 	Work string
 	// Out, when not empty, receives the signed report (share/out/report),
-	// and Out + ".lanec" the lane's own files; neither may exist yet.
+	// and Out + ".lanec" the lane's own files: the host's at its top, the
+	// guest's state/ under guest/. Neither may exist yet.
 	Out string
 	// Record, when not empty, receives the recorded cgroup trees
 	// (share/out/record) and the recording's log; it must be absent or
@@ -64,7 +66,6 @@ type ConfigError struct{ Reason string }
 func (e *ConfigError) Error() string { return e.Reason }
 
 func (c Config) share() string { return filepath.Join(c.Work, "share") }
-func (c Config) state() string { return filepath.Join(c.Work, "share", "state") }
 
 // Console is the serial console log of a run in work.
 func Console(work string) string { return filepath.Join(work, "console.log") }
@@ -200,6 +201,10 @@ type run struct {
 	logs   []*logTail
 	// stopAsked: the host asked the guest to power down.
 	stopAsked bool
+	// share reads the guest's shared folder (sharefs.go); reqs is what a
+	// passed job must have left there, fixed before the guest booted.
+	share *shareFS
+	reqs  []requirement
 }
 
 func (r *run) logf(format string, a ...any) { fmt.Fprintf(r.log, "lanec: "+format+"\n", a...) }
@@ -209,7 +214,7 @@ func (r *run) since() int64 { return int64(time.Since(r.start) / time.Second) }
 // Supervise runs the guest of cfg to its end and returns what happened;
 // it returns only after qemu is gone. A Config that fails Check is
 // returned as an error with nothing started. Cancelling ctx (SIGINT,
-// SIGTERM) powers the guest down like a passed bound, and the run's
+// SIGTERM, SIGHUP) powers the guest down like a passed bound, and the run's
 // Kind is Interrupted.
 func Supervise(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Check(); err != nil {
@@ -218,13 +223,19 @@ func Supervise(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
-	r := &run{cfg: cfg, log: cfg.Log, logs: guestLogs(cfg.state())}
+	share, err := openShare(cfg.share())
+	if err != nil {
+		return Result{}, err
+	}
+	defer share.Close()
+	r := &run{cfg: cfg, log: cfg.Log, logs: guestLogs(share), share: share}
 	if r.log == nil {
 		r.log = io.Discard
 	}
 	if err := r.prepare(); err != nil {
 		return Result{}, err
 	}
+	r.reqs = requirements(share, cfg.Budget.Phases)
 	if r.boot(ctx) {
 		r.watch(ctx)
 		r.stop()
@@ -235,16 +246,17 @@ func Supervise(ctx context.Context, cfg Config) (Result, error) {
 	return r.res, nil
 }
 
-// prepare writes what the guest's job reads from the host: the Engine
-// wait of the budget (share/params/engine-timeout, whole seconds).
+// prepare writes what the guest's job reads from the host, before the
+// guest boots and within the shared folder (os.Root): the Engine wait of
+// the budget (share/params/engine-timeout, whole seconds).
 func (r *run) prepare() error {
-	for _, d := range []string{r.cfg.state(), filepath.Join(r.cfg.share(), "params"), filepath.Join(r.cfg.share(), "out")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	for _, d := range []string{"state", "params", "out"} {
+		if err := r.share.root.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
 	wait := strconv.FormatInt(int64(r.cfg.Budget.EngineWait/time.Second), 10) + "\n"
-	return os.WriteFile(filepath.Join(r.cfg.share(), "params", "engine-timeout"), []byte(wait), 0o644)
+	return r.share.root.WriteFile("params/engine-timeout", []byte(wait), 0o644)
 }
 
 // boot starts qemu unless the deadline has passed; it reports whether
@@ -301,10 +313,9 @@ func (r *run) boot(ctx context.Context) bool {
 	return true
 }
 
-func (r *run) exists(name string) bool {
-	_, err := os.Stat(filepath.Join(r.cfg.state(), name))
-	return err == nil
-}
+// exists reports whether the guest made the mark name under state/, a
+// regular file (sharefs.go).
+func (r *run) exists(name string) bool { return r.share.isFile("state/" + name) }
 
 // watch follows the phases until the guest reports, qemu exits, a bound
 // or the deadline passes, or ctx is cancelled; it sets the result's Kind
@@ -433,7 +444,7 @@ func (r *run) afterExit() {
 // guest for (a bound, the deadline, an interruption) stands; else the
 // guest's word decides, read strictly, then how qemu ended.
 func (r *run) conclude() {
-	data, err := readBounded(filepath.Join(r.cfg.state(), StatusFile), MaxStatusBytes+1)
+	data, err := r.share.readHead("state/"+StatusFile, MaxStatusBytes+1)
 	switch {
 	case err == nil:
 		r.res.Status, r.res.StatusErr = ParseStatus(data)
@@ -450,6 +461,8 @@ func (r *run) conclude() {
 		r.res.Kind = QEMUCrashed
 	case r.res.Status == StatusFailed, r.res.Status == StatusStopped:
 		r.res.Kind = GuestFailed
+	case r.incomplete():
+		r.res.Kind = GuestIncomplete
 	case r.res.PowerDown == Killed:
 		r.res.Kind = PowerDownSlow
 	case !r.cmd.ProcessState.Success():
@@ -457,6 +470,13 @@ func (r *run) conclude() {
 	default:
 		r.res.Kind = GuestPassed
 	}
+}
+
+// incomplete reports whether the guest's passed status lacks what a
+// passed job leaves (requirements), and records what is missing.
+func (r *run) incomplete() bool {
+	r.res.Missing = r.share.missing(r.reqs)
+	return len(r.res.Missing) > 0
 }
 
 // readBounded reads at most n bytes of path.

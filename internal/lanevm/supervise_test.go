@@ -60,6 +60,13 @@ func newFixture(t *testing.T, mode string, env ...string) fixture {
 		assert.NilError(t, os.WriteFile(filepath.Join(image, f), []byte("not a guest image\n"), 0o644))
 	}
 	assert.NilError(t, os.WriteFile(filepath.Join(image, "BUILD"), []byte("key 0123 base 4567\n"), 0o644))
+	// The host's inputs for both steps, so a passed run needs the report's
+	// envelope and both exit statuses; host/ as scripts/lanec.sh leaves it.
+	assert.NilError(t, os.MkdirAll(filepath.Join(work, "share", "params"), 0o755))
+	assert.NilError(t, os.WriteFile(filepath.Join(work, "share", "manifest.yaml"), []byte("profile: linux-x64\n"), 0o644))
+	assert.NilError(t, os.WriteFile(filepath.Join(work, "share", "params", "conformance-profile"), []byte("linux-x64\n"), 0o644))
+	assert.NilError(t, os.MkdirAll(filepath.Join(work, "host"), 0o755))
+	assert.NilError(t, os.WriteFile(filepath.Join(work, "host", "accel.txt"), []byte("accel tcg\nwhy LANEC_ACCEL=tcg\n"), 0o644))
 	log := &bytes.Buffer{}
 	f := fixture{
 		cfg: lanevm.Config{
@@ -152,16 +159,20 @@ func TestSuperviseNormalRun(t *testing.T) {
 	assert.Check(t, is.Equal(res.QEMUExit, "exit status 0"))
 
 	assert.Check(t, is.Equal(f.read(t, "run/evidence.json"), "{\"verdict\":\"passed\"}\n"))
-	assert.Check(t, is.Contains(f.read(t, "run.lanec/qualify.log"), "scenario 3 passed\n"))
+	assert.Check(t, is.Equal(f.read(t, "run/evidence.dsse.json"), "{\"payloadType\":\"fake (not signed)\"}\n"))
+	assert.Check(t, is.Contains(f.read(t, "run.lanec/guest/qualify.log"), "scenario 3 passed\n"))
+	assert.Check(t, is.Equal(f.read(t, "run.lanec/guest/timings"), "qualify_s 1\n"))
+	assert.Check(t, is.Equal(f.read(t, "run.lanec/accel.txt"), "accel tcg\nwhy LANEC_ACCEL=tcg\n"))
 	console := f.read(t, "run.lanec/console.log")
 	assert.Check(t, is.Contains(console, "Linux version 6.1.0-fake"))
 	assert.Check(t, !strings.Contains(console, "\r"), "the console copy keeps carriage returns")
 	assert.Check(t, is.Equal(f.read(t, "run.lanec/image.txt"), "key 0123 base 4567\n"))
 	assert.Check(t, is.Equal(f.read(t, "run.lanec/result.txt"), "guest-passed: the guest reported passed; qemu exited by itself\n"))
 	timings := f.read(t, "run.lanec/timings")
-	for _, want := range []string{"qualify_s 1\nimage_s 1 (lanec.sh image)\nboot_s ", "\nready_s ", "\nguest_s "} {
+	for _, want := range []string{"image_s 1 (lanec.sh image)\nboot_s ", "\nready_s ", "\nguest_s "} {
 		assert.Check(t, is.Contains(timings, want))
 	}
+	assert.Check(t, !strings.Contains(timings, "qualify_s"), "the guest's timings are mixed with the host's")
 	entries, err := os.ReadDir(filepath.Dir(f.cfg.Out))
 	assert.NilError(t, err)
 	assert.Check(t, is.Len(entries, 2), "a temporary directory is left beside the report")
@@ -173,6 +184,9 @@ func TestSuperviseNormalRun(t *testing.T) {
 		"  guest qualify| scenario 1 started\n",
 		"  guest qualify| scenario 3 passed\n",
 		"lanec: qualify exit status 0\n",
+		"lanec: conformance exit status 0\n",
+		"lanec: timing (guest) qualify_s 1\n",
+		"lanec: accelerator tcg\n",
 		"lanec: result: guest-passed",
 	} {
 		assert.Check(t, is.Contains(log, want))
@@ -456,4 +470,218 @@ func TestSuperviseRefusesBadConfig(t *testing.T) {
 			assert.Check(t, is.Equal(f.pid(t), 0), "qemu started")
 		})
 	}
+}
+
+// superviseWithin runs Supervise on cfg and fails the test if it has not
+// returned within d: a supervisor that opens a FIFO the guest left
+// blocks on it for good.
+func superviseWithin(t *testing.T, cfg lanevm.Config, d time.Duration) lanevm.Result {
+	t.Helper()
+	type ended struct {
+		res lanevm.Result
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		res, err := lanevm.Supervise(context.Background(), cfg)
+		done <- ended{res, err}
+	}()
+	select {
+	case e := <-done:
+		assert.NilError(t, e.err)
+		return e.res
+	case <-time.After(d):
+		t.Fatalf("Supervise did not return within %s (blocked on what the guest left?)", d)
+	}
+	return lanevm.Result{}
+}
+
+// noneLeft checks that none of paths exists and that no temporary
+// directory is left beside them.
+func noneLeft(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		_, err := os.Lstat(p)
+		assert.Check(t, os.IsNotExist(err), "%s is left", p)
+		entries, _ := os.ReadDir(filepath.Dir(p))
+		for _, e := range entries {
+			assert.Check(t, !strings.Contains(e.Name(), ".partial-"), "%s is left in %s", e.Name(), filepath.Dir(p))
+		}
+	}
+}
+
+// The guest shares its folder with security_model=none, so what it
+// leaves there is real on the host, where the supervisor runs as root.
+// Whatever the guest puts in place of its files (a symlink to a host
+// file or directory, a FIFO, a socket, a device, a file past
+// MaxGuestFileBytes), the supervisor neither reads, writes, blocks on nor
+// shows what it points at, refuses the copy with an *UnsafeFileError or
+// *TooLargeError naming the entry (exit status 4), and leaves nothing:
+// neither the report nor the lane's files, nor a temporary directory.
+func TestSuperviseRefusesGuestSpecialFiles(t *testing.T) {
+	t.Parallel()
+	const secret = "host-secret 0f1e2d\n"
+	big := strconv.Itoa(lanevm.MaxGuestFileBytes + 1)
+	for _, tc := range []struct {
+		name, kind, path string
+		// target: "victim" (a host file holding content), "victim-dir"
+		// (a host directory holding victim), or a path as it is.
+		target  string
+		content string
+		mode    string
+		record  bool
+		// tooLarge: a *TooLargeError, not an *UnsafeFileError.
+		tooLarge bool
+	}{
+		{name: "timings to a host key", kind: "symlink", path: "state/timings", target: "victim"},
+		{name: "console.log to a host file", kind: "symlink", path: "state/console.log", target: "victim"},
+		{name: "accel.txt to a host file", kind: "symlink", path: "state/accel.txt", target: "victim", content: "accel " + secret},
+		{name: "accel.txt to /dev/zero", kind: "symlink", path: "state/accel.txt", target: "/dev/zero"},
+		{name: "qualify.log to a host file", kind: "symlink", path: "state/qualify.log", target: "victim"},
+		{name: "qualify.rc to a host file", kind: "symlink", path: "state/qualify.rc", target: "victim", content: "0\n"},
+		{name: "job.status to a host file", kind: "symlink", path: "state/job.status", target: "victim", content: "passed\n", mode: fakeqemu.Fail},
+		{name: "record.log to a host file", kind: "symlink", path: "out/record/record.log", target: "victim", record: true},
+		{name: "record to a host directory", kind: "symlink", path: "out/record", target: "victim-dir", record: true},
+		{name: "report file to a host file", kind: "symlink", path: "out/report/evidence.json", target: "victim"},
+		{name: "envelope to a host file", kind: "symlink", path: "out/report/evidence.dsse.json", target: "victim"},
+		{name: "report to a host directory", kind: "symlink", path: "out/report", target: "victim-dir"},
+		{name: "out to a host directory", kind: "symlink", path: "out", target: "victim-dir"},
+		{name: "state to a host directory", kind: "symlink", path: "state", target: "victim-dir"},
+		{name: "report to the state directory", kind: "symlink", path: "out/report", target: "../state"},
+		{name: "FIFO as qualify.log", kind: "fifo", path: "state/qualify.log"},
+		{name: "FIFO as the envelope", kind: "fifo", path: "out/report/evidence.dsse.json"},
+		{name: "FIFO", kind: "fifo", path: "state/extra"},
+		{name: "socket", kind: "socket", path: "state/sock"},
+		{name: "character device", kind: "chardev", path: "state/zero"},
+		{name: "oversized log", kind: "sparse", path: "state/conformance.log", target: big, tooLarge: true},
+		{name: "oversized report file", kind: "sparse", path: "out/report/evidence.json", target: big, tooLarge: true},
+		{name: "oversized record", kind: "sparse", path: "out/record/v2-guest-before/LABEL", target: big, tooLarge: true, record: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.kind == "chardev" && os.Geteuid() != 0 {
+				t.Skip("making a device needs root")
+			}
+			dir := t.TempDir()
+			victim := filepath.Join(dir, "victim")
+			content := tc.content
+			if content == "" {
+				content = secret
+			}
+			assert.NilError(t, os.WriteFile(victim, []byte(content), 0o600))
+			plant := tc.kind + " " + tc.path
+			switch tc.target {
+			case "victim":
+				plant += " " + victim
+			case "victim-dir":
+				plant += " " + dir
+			case "":
+			default:
+				plant += " " + tc.target
+			}
+			mode := tc.mode
+			if mode == "" {
+				mode = fakeqemu.Pass
+			}
+			f := newFixture(t, mode, fakeqemu.Plant+"="+plant)
+			if tc.record {
+				assert.NilError(t, os.WriteFile(filepath.Join(f.cfg.Work, "share", "record.sh"), []byte("#!/bin/bash\n"), 0o755))
+				f.cfg.Record = filepath.Join(t.TempDir(), "trees")
+			}
+			res := superviseWithin(t, f.cfg, 30*time.Second)
+			t.Logf("result %s\n%s", res, f.log)
+			assert.Check(t, is.Equal(res.QEMUExit, "exit status 0"), "the fake's plant failed")
+
+			got, err := os.ReadFile(victim)
+			assert.NilError(t, err)
+			assert.Check(t, is.Equal(string(got), content), "the host file was written through the guest's %s", tc.path)
+			assert.Check(t, !strings.Contains(f.log.String(), "host-secret"), "the host file was shown")
+			want := filepath.Join(f.cfg.Work, "share", tc.path)
+			if tc.tooLarge {
+				var le *lanevm.TooLargeError
+				assert.Assert(t, errors.As(res.CollectErr, &le), "%v", res.CollectErr)
+				assert.Check(t, is.Equal(le.Path, want))
+				assert.Check(t, is.Equal(le.Limit, int64(lanevm.MaxGuestFileBytes)))
+			} else {
+				var ue *lanevm.UnsafeFileError
+				assert.Assert(t, errors.As(res.CollectErr, &ue), "%v", res.CollectErr)
+				assert.Check(t, is.Equal(ue.Path, want))
+				assert.Check(t, is.Contains(res.CollectErr.Error(), "refusing "+want+": the guest left a "))
+			}
+			assert.Check(t, is.Equal(res.ExitStatus(), 4))
+			switch {
+			case tc.path == "state/job.status":
+				var ue *lanevm.UnsafeFileError
+				assert.Check(t, is.Equal(res.Kind, lanevm.BadStatus))
+				assert.Check(t, errors.As(res.StatusErr, &ue), "%v", res.StatusErr)
+			case tc.path == "state/qualify.rc" || tc.path == "out/report/evidence.dsse.json" || tc.path == "out/report" || tc.path == "out":
+				// Not a regular file where a passed job leaves one.
+				assert.Check(t, is.Equal(res.Kind, lanevm.GuestIncomplete))
+			}
+			if tc.record {
+				noneLeft(t, f.cfg.Record)
+			} else {
+				noneLeft(t, f.cfg.Out, f.cfg.Out+".lanec")
+			}
+		})
+	}
+}
+
+// A guest that reports passed without what a passed job leaves (the
+// marks, both exit statuses, the report's signed envelope) fails, naming
+// what is missing; its files are still copied out.
+func TestSuperviseRefusesIncompletePass(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode, plant string
+		want              string
+	}{
+		{"right after boot", fakeqemu.EarlyPass, "",
+			"state/started (a regular file), state/qualify.rc holding 0, out/report/evidence.dsse.json (a regular file), state/conformance.rc holding 0"},
+		{"without the envelope", fakeqemu.Pass, "remove out/report/evidence.dsse.json", "out/report/evidence.dsse.json (a regular file)"},
+		{"without a report", fakeqemu.Pass, "remove out/report", "out/report/evidence.dsse.json (a regular file)"},
+		{"with the envelope a directory", fakeqemu.Pass, "remove out/report/evidence.dsse.json\nmkdir out/report/evidence.dsse.json", "out/report/evidence.dsse.json (a regular file)"},
+		{"without started", fakeqemu.Pass, "remove state/started", "state/started (a regular file)"},
+		{"with qualify failed", fakeqemu.Pass, "write state/qualify.rc 1", "state/qualify.rc holding 0"},
+		{"without conformance's status", fakeqemu.Pass, "remove state/conformance.rc", "state/conformance.rc holding 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var env []string
+			if tc.plant != "" {
+				env = append(env, fakeqemu.Plant+"="+tc.plant)
+			}
+			f := newFixture(t, tc.mode, env...)
+			res, _ := f.supervise(t, context.Background())
+			assert.Check(t, is.Equal(res.QEMUExit, "exit status 0"), "the fake's plant failed")
+			assert.Check(t, is.Equal(res.Kind, lanevm.GuestIncomplete))
+			assert.Check(t, is.Equal(res.Status, lanevm.StatusPassed))
+			assert.Check(t, is.Equal(strings.Join(res.Missing, ", "), tc.want))
+			assert.Check(t, is.Equal(res.ExitStatus(), 1))
+			want := "guest-incomplete: the guest reported passed, but its shared folder lacks " + tc.want
+			assert.Check(t, is.Contains(f.read(t, "run.lanec/result.txt"), want))
+			assert.Check(t, is.Contains(f.log.String(), "lanec: result: "+want))
+		})
+	}
+}
+
+// A record run whose copy fails leaves the record directory as it was
+// (here: made empty beforehand) and no temporary directory beside it.
+func TestSuperviseRecordFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fakeqemu.Pass, fakeqemu.Plant+"=fifo out/record/v2-guest-before/zz-fifo")
+	assert.NilError(t, os.WriteFile(filepath.Join(f.cfg.Work, "share", "record.sh"), []byte("#!/bin/bash\n"), 0o755))
+	f.cfg.Record = filepath.Join(t.TempDir(), "trees")
+	assert.NilError(t, os.Mkdir(f.cfg.Record, 0o755))
+	f.cfg.Out = ""
+	res := superviseWithin(t, f.cfg, 30*time.Second)
+	assert.Check(t, is.Equal(res.QEMUExit, "exit status 0"), "the fake's plant failed")
+	var ue *lanevm.UnsafeFileError
+	assert.Check(t, errors.As(res.CollectErr, &ue), "%v", res.CollectErr)
+	entries, err := os.ReadDir(f.cfg.Record)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(entries, 0), "a partial copy is left in the record directory")
+	entries, err = os.ReadDir(filepath.Dir(f.cfg.Record))
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(entries, 1), "a temporary directory is left beside the record directory")
 }

@@ -12,7 +12,10 @@
 // budget prints the run's bounds from the LANEC_* variables and exits 2
 // when one is unusable, 1 when LANEC_DEADLINE has passed. run exits 0
 // when the guest passed, 1 when it did not (failed, hung, crashed, slow
-// to power down, past the deadline, garbage status), 2 on a bad command
-// line or setting (nothing started), 4 when the results could not be
-// copied out, 130 on SIGINT or SIGTERM (the guest powered down first).
+// to power down, past the deadline, garbage status, a passed status
+// without what a passed job leaves), 2 on a bad command line or setting
+// (nothing started), 4 when the results could not be copied out (among
+// them a symlink, FIFO, device or oversized file the guest left), 130 on
+// SIGINT, SIGTERM or SIGHUP (the guest powered down first, and the work
+// directory removed with --remove-work).
 package main

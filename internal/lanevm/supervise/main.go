@@ -18,7 +18,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP too (the terminal that ran lanec.sh went away): each powers
+	// the guest down and removes the work directory, which holds the
+	// signing key.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -94,9 +97,12 @@ func supervise(ctx context.Context, args []string, budget lanevm.Budget, stderr 
 		return usage(stderr, "run: %v", err)
 	}
 	cfg.QEMUArgs, cfg.Timings = fs.Args(), ts
-	for name, v := range map[string]string{"--qemu": cfg.QEMU, "--image": cfg.ImageDir, "--append": cfg.KernelArgs, "--work": cfg.Work} {
-		if v == "" {
-			return usage(stderr, "run: %s is required", name)
+	// In the usage line's order, so the same flag is named every time.
+	for _, req := range []struct{ name, v string }{
+		{"--qemu", cfg.QEMU}, {"--image", cfg.ImageDir}, {"--append", cfg.KernelArgs}, {"--work", cfg.Work},
+	} {
+		if req.v == "" {
+			return usage(stderr, "run: %s is required", req.name)
 		}
 	}
 	res, err := lanevm.Supervise(ctx, cfg)

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -13,13 +17,24 @@ import (
 	"github.com/qualbox/qualbox/internal/lanevm/fakeqemu"
 )
 
-// This test binary is also the FAKE qemu (internal/lanevm/fakeqemu).
+// This test binary is also the FAKE qemu (internal/lanevm/fakeqemu), and
+// the command itself when asked to be (asCommand).
 func TestMain(m *testing.M) {
 	if fakeqemu.Enabled() {
 		os.Exit(fakeqemu.Main(os.Args[1:]))
 	}
+	if mode := os.Getenv(asCommand); mode != "" {
+		// The qemu this command starts is this binary again, as the fake.
+		_ = os.Unsetenv(asCommand)
+		_ = os.Setenv("FAKE_QEMU_MODE", mode)
+		main()
+	}
 	os.Exit(m.Run())
 }
+
+// asCommand=MODE makes this test binary run main, with its own signal
+// handling, and the fake qemu it starts play MODE.
+const asCommand = "QUALBOX_TEST_SUPERVISE_MAIN"
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
@@ -88,6 +103,17 @@ func TestRunRefusesBadInput(t *testing.T) {
 	}
 }
 
+// With several required flags missing, the first of --qemu, --image,
+// --append and --work is named, every time.
+func TestRunNamesTheFirstMissingFlag(t *testing.T) {
+	for range 20 {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "--append", "x"}, envOf(nil), &bytes.Buffer{}, &stderr)
+		assert.Assert(t, is.Equal(code, 2))
+		assert.Assert(t, is.Contains(stderr.String(), "lanec: run: --qemu is required\n"))
+	}
+}
+
 // budget prints the bounds, and fails (1) once LANEC_DEADLINE has passed.
 func TestBudget(t *testing.T) {
 	var stdout, stderr bytes.Buffer
@@ -98,4 +124,34 @@ func TestBudget(t *testing.T) {
 	code = run(context.Background(), []string{"budget"}, envOf(map[string]string{"LANEC_DEADLINE": "1700000000"}), &stdout, &stderr)
 	assert.Check(t, is.Equal(code, 1))
 	assert.Check(t, is.Contains(stderr.String(), "lanec: LANEC_DEADLINE (2023-11-14T22:13:20Z) has passed\n"))
+}
+
+// SIGHUP (the terminal that ran lanec.sh went away) is handled as SIGINT
+// and SIGTERM are: the guest is powered down, the work directory with its
+// share/signing.key removed, and the command exits 130.
+func TestRunSIGHUPRemovesTheWorkDirectory(t *testing.T) {
+	image, work := workspace(t)
+	cmd := exec.Command(os.Args[0], "run", "--qemu", os.Args[0], "--image", image,
+		"--append", "console=ttyS0", "--work", work, "--remove-work", "--", "-accel", "tcg")
+	cmd.Env = append(os.Environ(), asCommand+"="+fakeqemu.Endless, "FAKE_QEMU_STATE="+t.TempDir(), "LANEC_STOP_GRACE=5")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	assert.NilError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	started := filepath.Join(work, "share", "state", "started")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		assert.Assert(t, time.Now().Before(deadline), "the fake guest did not start its job: %s", &stderr)
+	}
+	assert.NilError(t, cmd.Process.Signal(syscall.SIGHUP))
+	err := cmd.Wait()
+	t.Log(stderr.String())
+	var ee *exec.ExitError
+	assert.Assert(t, errors.As(err, &ee), "%v", err)
+	assert.Check(t, is.Equal(ee.ExitCode(), 130), "%v", err)
+	_, err = os.Stat(work)
+	assert.Check(t, os.IsNotExist(err), "the work directory is left")
+	assert.Check(t, is.Contains(stderr.String(), "lanec: result: interrupted: in the "))
 }
