@@ -62,8 +62,9 @@ type Row struct {
 	Pinned []*manifest.Manifest `yaml:"-" json:"-"`
 	// Scenarios are the scenario names that must pass in every report of
 	// this row (each report, not only the row's column as a whole), but
-	// for one the Pinned manifest the report ran does not list: such a
-	// report is judged by what its manifest runs.
+	// for one the Pinned manifest the report ran does not list and the
+	// report's catalogue predates (ScenarioAddedIn): such a report is
+	// judged by what its manifest runs.
 	Scenarios []string `yaml:"scenarios" json:"scenarios"`
 }
 
@@ -134,9 +135,9 @@ type Requirement struct {
 // a partial report (Run.Selection: qualify run --only/--skip) of a row;
 // a required row with no satisfying report (an informational row with no
 // report at all is pending, not a violation); a report of a row in which
-// one of the row's scenarios that the report's pinned manifest lists
-// (rowScenarios) was not run or did not pass (a failed one is
-// already named by the matrix line). A violation that concerns only
+// one of the row's scenarios that the report's pinned manifest lists, or
+// that its catalogue has (rowScenarios), was not run or did not pass (a
+// failed one is already named by the matrix line). A violation that concerns only
 // informational rows does not fail the gate; an Engineless report and one
 // matching several rows always do.
 //
@@ -328,15 +329,23 @@ func matchingRows(rows []Row, t Tuple) []string {
 // not run or that did not pass in it, from the signed predicate; failed
 // ones are left to the matrix lines. When ran is the parsed pinned
 // manifest whose digest rep recorded, a scenario it does not list is not
-// required of rep: a row may pin a manifest from before the catalogue
+// required of rep if rep's catalogue predates the scenario
+// (ScenarioAddedIn): a row may pin a manifest from before the catalogue
 // grew (docs/qualification.md#gate), and its reports are judged by what
-// they ran, while a report of a manifest listing the scenario still
-// owes it. With ran nil (a manifest the row does not pin, or one not
-// parsed) every row scenario is required.
+// they ran, while a report of a manifest listing the scenario, or one
+// made by a catalogue that has it, still owes it; the archived manifest
+// run today skips nothing. With ran nil (a manifest the row does not
+// pin, or one not parsed) every row scenario is required.
 func rowScenarios(rep *Signed, row Row, ran *manifest.Manifest) []string {
 	var out []string
 	for _, name := range row.Scenarios {
 		if ran != nil && !slices.ContainsFunc(ran.Scenarios, func(e manifest.Entry) bool { return e.Name == name }) {
+			// A report without harness identity is refused by the
+			// harness check already.
+			if h := rep.Predicate.Harness; h != nil && h.CatalogueVersion >= ScenarioAddedIn(name) {
+				out = append(out, fmt.Sprintf("report %s: %s: required scenario %s was not run: its manifest %s does not list it, but its catalogue v%d has it (since v%d)",
+					rep.Dir, row, name, ran.Path, h.CatalogueVersion, ScenarioAddedIn(name)))
+			}
 			continue
 		}
 		ran := false

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,10 @@ func TestGateRequirement(t *testing.T) {
 // only the row's scenarios that its own pinned manifest lists. A report
 // of the older manifest is judged by what it ran; one of the current
 // manifest by everything, so a scenario it left not_applicable, or out,
-// fails the row.
+// fails the row. The older manifest lacks datasets, which catalogue
+// version 3 added, and the reports are of catalogue v2 (a report of a
+// catalogue with datasets owes it: see
+// TestGateArchivedManifestExcusesOnlyWhatTheCataloguePredates).
 func TestGateRequiresWhatTheReportsOwnManifestLists(t *testing.T) {
 	pinned := func(sum string, names ...string) *manifest.Manifest {
 		m := &manifest.Manifest{Path: "manifests/" + sum + ".yaml", SHA256: sum, Profile: "linux-x64-cgroupv1", Image: manifest.ImageBuild}
@@ -128,9 +132,9 @@ func TestGateRequiresWhatTheReportsOwnManifestLists(t *testing.T) {
 		}
 		return m
 	}
-	current, older := pinned("ab", "admission", "isolation"), pinned("aa", "admission")
+	current, older := pinned("ab", "admission", "datasets"), pinned("aa", "admission")
 	row := evidence.Row{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab", "aa"},
-		Pinned: []*manifest.Manifest{current, older}, Scenarios: []string{"admission", "isolation"}}
+		Pinned: []*manifest.Manifest{current, older}, Scenarios: []string{"admission", "datasets"}}
 	req := &evidence.Requirement{Rows: []evidence.Row{row}, Harness: harnessPin}
 	gate := func(s *evidence.Signed) []string {
 		return evidence.Gate(evidence.Merge([]*evidence.Signed{s}), []*evidence.Signed{s}, req)
@@ -140,6 +144,7 @@ func TestGateRequiresWhatTheReportsOwnManifestLists(t *testing.T) {
 	passedReport := func(t *testing.T, h *evidence.Harness, edit func(*evidence.Run)) *evidence.Signed {
 		return passedReport(t, h, func(r *evidence.Run) {
 			r.Policy = policy // the run of a manifest records its policy
+			r.Scenarios[1].Name, r.Scenarios[1].Dir = "datasets", "02-datasets"
 			if edit != nil {
 				edit(r)
 			}
@@ -152,13 +157,13 @@ func TestGateRequiresWhatTheReportsOwnManifestLists(t *testing.T) {
 	assert.DeepEqual(t, gate(ranOlder), []string(nil))
 
 	notApplicable := passedReport(t, harnessV2, func(r *evidence.Run) {
-		r.Scenarios[1] = evidence.ScenarioSummary{Index: 2, Name: "isolation", Dir: "02-isolation", Verdict: evidence.Verdict{Kind: evidence.NotApplicable, Reason: "no"}}
+		r.Scenarios[1] = evidence.ScenarioSummary{Index: 2, Name: "datasets", Dir: "02-datasets", Verdict: evidence.Verdict{Kind: evidence.NotApplicable, Reason: "no"}}
 	})
-	assert.DeepEqual(t, gate(notApplicable), []string{"report " + notApplicable.Dir + at + "required scenario isolation: not_applicable (no)"})
+	assert.DeepEqual(t, gate(notApplicable), []string{"report " + notApplicable.Dir + at + "required scenario datasets: not_applicable (no)"})
 	dropped := passedReport(t, harnessV2, func(r *evidence.Run) { r.Scenarios = r.Scenarios[:1] })
 	assert.DeepEqual(t, gate(dropped), []string{
 		"report " + dropped.Dir + at + "lists 1 scenario run(s), but manifest manifests/ab.yaml names 2 scenario(s), run 1 time(s)",
-		"report " + dropped.Dir + at + "required scenario isolation was not run"})
+		"report " + dropped.Dir + at + "required scenario datasets was not run"})
 }
 
 // The harness pin is exact: a forger who holds a trusted key and claims a
@@ -436,4 +441,42 @@ func TestRowRuntimePin(t *testing.T) {
 	assert.Check(t, !strings.Contains(strings.Join(tu.Lines(), "\n"), "runtime:"), "a tuple without a runtime has no runtime line: %v", tu.Lines())
 	row.Runtime = ""
 	assert.Check(t, row.Matches(tu))
+}
+
+// Forger: a row pins, beside its current manifest, the archived one its
+// committed reports ran before the catalogue added warm-pool (catalogue
+// version 10). Running that archived manifest today, with a catalogue
+// that has warm-pool, must not excuse warm-pool: the archived manifest
+// excuses only what the report's own catalogue predates.
+func TestGateArchivedManifestExcusesOnlyWhatTheCataloguePredates(t *testing.T) {
+	pinned := func(sum string, names ...string) *manifest.Manifest {
+		m := &manifest.Manifest{Path: "manifests/" + sum + ".yaml", SHA256: sum, Profile: "linux-x64-cgroupv1", Image: manifest.ImageBuild}
+		for _, n := range names {
+			m.Scenarios = append(m.Scenarios, manifest.Entry{Name: n, Params: map[string]any{}})
+		}
+		return m
+	}
+	current, archived := pinned("ab", "admission", "warm-pool"), pinned("aa", "admission")
+	harnessV11 := &evidence.Harness{Module: "github.com/qualbox/qualbox", Version: "(devel)", VCSRevision: "0123456789abcdef",
+		CatalogueVersion: 11, CatalogueSHA256: strings.Repeat("d", 64)}
+	pin := harnessPin
+	pin.Catalogues = append(slices.Clone(pin.Catalogues), evidence.Catalogue{Version: 11, SHA256: strings.Repeat("d", 64)})
+	row := evidence.Row{Name: "lane-a", Profile: "linux-x64-cgroupv1", Engine: "20.10.", Manifests: []string{"ab", "aa"},
+		Pinned: []*manifest.Manifest{current, archived}, Scenarios: []string{"admission", "warm-pool"}}
+	req := &evidence.Requirement{Rows: []evidence.Row{row}, Harness: pin}
+	gate := func(s *evidence.Signed) []string {
+		return evidence.Gate(evidence.Merge([]*evidence.Signed{s}), []*evidence.Signed{s}, req)
+	}
+	policy, err := json.Marshal(current.Policy)
+	assert.NilError(t, err)
+	ranArchived := func(h *evidence.Harness) *evidence.Signed {
+		return passedReport(t, h, func(r *evidence.Run) { r.Policy = policy; r.Manifest.SHA256 = "aa"; r.Scenarios = r.Scenarios[:1] })
+	}
+	// A report of catalogue v2, which has no warm-pool, is judged by what
+	// its manifest ran.
+	assert.DeepEqual(t, gate(ranArchived(harnessV2)), []string(nil))
+	// The same manifest run by catalogue v11 owes warm-pool.
+	today := ranArchived(harnessV11)
+	assert.DeepEqual(t, gate(today), []string{"report " + today.Dir +
+		": row lane-a (profile linux-x64-cgroupv1, engine 20.10.): required scenario warm-pool was not run: its manifest manifests/aa.yaml does not list it, but its catalogue v11 has it (since v10)"})
 }
