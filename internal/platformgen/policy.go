@@ -32,7 +32,8 @@ type gatePolicy struct {
 	// Ran pins, beside each row's manifest, the one its committed reports
 	// ran (Row.ReleaseRan): the release gate over the committed reports.
 	// The row's scenarios stay its whole required list; the gate requires
-	// of a report only those its own pinned manifest lists.
+	// of a report only those its own pinned manifest lists or its
+	// catalogue has (evidence.ScenarioAddedIn).
 	Ran bool
 }
 
@@ -49,7 +50,7 @@ var policies = []gatePolicy{
 		if r.ReleaseRan == nil {
 			return ""
 		}
-		return fmt.Sprintf("Also pinned: %s/%s, which its committed\nreports ran; they predate %s, which the gate\nrequires only of reports of the current manifest.",
+		return fmt.Sprintf("Also pinned: %s/%s, which its committed\nreports ran; they predate %s, which the gate\nrequires of reports of the current manifest and\nof every report whose catalogue has them.",
 			ranDir, r.ReleaseRan.File, strings.Join(r.ReleaseRan.Lacks, ", "))
 	}, false, true},
 }
