@@ -26,6 +26,19 @@ type Key struct {
 	Rows []string
 }
 
+// Path returns the key's slash path from the repository root: under
+// reports/keys/ for the lane host, .github/keys/ for CI, and "" for
+// another signer.
+func (k Key) Path() string {
+	switch k.Signer {
+	case LaneHost:
+		return "reports/keys/" + k.File
+	case CI:
+		return ".github/keys/" + k.File
+	}
+	return ""
+}
+
 // keys are the signers' keys, each signer's oldest first: the last of a
 // signer is its newest, the others are retired. A new campaign's key is a
 // new last entry listing the rows it is to sign, and the key it replaces

@@ -18,8 +18,11 @@
 //
 // A registry problem is a *platforms.Error, a missing or doubled marker a
 // *RegionError naming the file and the region, a trust entry whose key
-// the registry does not have or whose row list is not directly below its
-// key a *TrustError naming the file and the line. Exit status 0 when every
+// the registry does not have, whose key path is not that key's file under
+// its signer's directory (platforms.Key.Path), or whose row list is not
+// directly below its key or, read as the gate reads it, is not the key's
+// (a block list, a flow mapping) a *TrustError naming the file and the
+// line. Exit status 0 when every
 // file is as generated (-check) or was written, 1 on a problem or a
 // difference (-check), 2 on a usage error.
 package main

@@ -403,3 +403,39 @@ func TestCommandRestoresAHandEdit(t *testing.T) {
 	assert.Equal(t, run(nil, &stdout, &stderr), 2)
 	assert.Check(t, is.Contains(stderr.String(), "run it from the root of the qualbox repository"))
 }
+
+// Forger: a trust entry whose row list the generator does not write (a
+// block list, a flow mapping), or whose key path names a file of the
+// registry's name outside its signer's key directory, would keep a hand
+// edit past TestCommittedFilesAreGenerated: widening a key's rows, adding
+// a retired key back for a row, or trusting another public key under a
+// trusted key's name. Each is refused, naming the file, line and key.
+func TestTrustEntriesTheGeneratorDoesNotWriteAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, old, new, want string
+	}{
+		{"block list", "reports/gate-policy.yaml",
+			"    rows: [lane-a, lane-b, lane-c] # frozen: signer lane-host\n",
+			"    rows:\n      - lane-a\n      - lane-b\n      - lane-c\n      - lane-d\n",
+			"key keys/qualbox-ed25519-2026-12-01.pub: rows [lane-a lane-b lane-c lane-d], but the key is trusted for [lane-a lane-b lane-c]"},
+		{"flow mapping", "reports/gate-policy.yaml",
+			"  - key: keys/qualbox-ed25519-2026-12-06.pub\n",
+			"  - {key: keys/qualbox-ed25519.pub, rows: [lane-d], notBefore: 2026-12-06T00:00:00Z, notAfter: 2026-12-06T23:59:59Z}\n  - key: keys/qualbox-ed25519-2026-12-06.pub\n",
+			"key keys/qualbox-ed25519.pub: rows [lane-d], but the key is trusted for [lane-a lane-b]"},
+		{"another directory", ".github/gate-policy.yaml",
+			"  - key: ../reports/keys/qualbox-ed25519-2026-12-06.pub\n",
+			"  - key: keys/qualbox-ed25519-2026-12-06.pub\n",
+			"key keys/qualbox-ed25519-2026-12-06.pub is .github/keys/qualbox-ed25519-2026-12-06.pub, but signer lane-host's keys are under reports/keys/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := repoFiles(t)
+			replaceIn(t, fsys, tc.file, tc.old, tc.new)
+			_, err := generate(fsys, platforms.All())
+			var te *TrustError
+			assert.Assert(t, errors.As(err, &te), "%v", err)
+			assert.Check(t, is.Equal(te.File, tc.file))
+			assert.Check(t, te.Line > 0)
+			assert.Check(t, is.Contains(te.Problem, tc.want))
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/qualbox/qualbox/platforms"
 )
 
@@ -153,7 +155,48 @@ func spliceTrust(file string, src []byte, keys []platforms.Key, rows func(platfo
 	if lists == 0 {
 		return nil, fmt.Errorf("%s: no trust entry has a row list (a line `rows: [...]` below its `- key:` line)", file)
 	}
-	return []byte(strings.Join(lines, "")), nil
+	out := []byte(strings.Join(lines, ""))
+	if err := checkTrust(file, out, keys, rows); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkTrust reads the trust entries of the policy file src, as the
+// gate reads them, and refuses one the lines above did not write: its
+// row list in another YAML form (a block list, a flow mapping), so that
+// it is not the key's, or its key path not the registry key's file under
+// its signer's directory (platforms.Key.Path), so that another public
+// key could be trusted under a trusted key's name. file is src's slash
+// path from the repository root.
+func checkTrust(file string, src []byte, keys []platforms.Key, rows func(platforms.Key) []string) error {
+	var doc struct {
+		Trust []yaml.Node `yaml:"trust"`
+	}
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	for _, n := range doc.Trust {
+		var e struct {
+			Key  string   `yaml:"key"`
+			Rows []string `yaml:"rows"`
+		}
+		if err := n.Decode(&e); err != nil {
+			return &TrustError{file, n.Line, err.Error()}
+		}
+		i := slices.IndexFunc(keys, func(k platforms.Key) bool { return k.File == path.Base(e.Key) })
+		if i < 0 {
+			return &TrustError{file, n.Line, fmt.Sprintf("key %s is not a key of the registry", e.Key)}
+		}
+		k := keys[i]
+		if got := path.Join(path.Dir(file), e.Key); got != k.Path() {
+			return &TrustError{file, n.Line, fmt.Sprintf("key %s is %s, but signer %s's keys are under %s/", e.Key, got, k.Signer, path.Dir(k.Path()))}
+		}
+		if want := rows(k); !slices.Equal(e.Rows, want) {
+			return &TrustError{file, n.Line, fmt.Sprintf("key %s: rows %v, but the key is trusted for %v: write its list as `rows: [...]` directly below its `- key: PATH` line", e.Key, e.Rows, want)}
+		}
+	}
+	return nil
 }
 
 // keyMatch is a `- key: PATH` line and the registry key PATH names.
