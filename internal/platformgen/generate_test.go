@@ -439,3 +439,23 @@ func TestTrustEntriesTheGeneratorDoesNotWriteAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// The key directories hold exactly the registry's keys, each under its
+// signer's directory: a public key dropped beside them that no policy
+// names, or a registry key without its file, fails here naming it.
+func TestKeyDirectoriesHoldTheRegistrysKeys(t *testing.T) {
+	var got, want []string
+	for _, dir := range []string{"reports/keys", ".github/keys"} {
+		names, err := filepath.Glob(filepath.Join(repoRoot, filepath.FromSlash(dir), "*"))
+		assert.NilError(t, err)
+		for _, n := range names {
+			got = append(got, dir+"/"+filepath.Base(n))
+		}
+	}
+	for _, k := range platforms.Keys() {
+		want = append(want, k.Path())
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	assert.Check(t, is.DeepEqual(got, want))
+}
