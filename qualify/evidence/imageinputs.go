@@ -103,62 +103,75 @@ var imageInputLines = []imageInputLine{
 // before it and one deb line per package, sorted. It returns an
 // *ImageInputsError naming the first line that is wrong.
 func ParseImageInputs(lines []string) (*ImageInputs, error) {
-	var in ImageInputs
-	last := -1 // index into imageInputLines of the last name seen
-	missing := func(from, to int) string {
-		for k := from; k < to; k++ {
-			if imageInputLines[k].required {
-				return imageInputLines[k].name
-			}
-		}
-		return ""
-	}
-	var keyed strings.Builder
+	p := inputsParser{last: -1}
 	for i, line := range lines {
-		fail := func(format string, args ...any) error {
-			return &ImageInputsError{i + 1, fmt.Sprintf(format, args...)}
-		}
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || value == "" || strings.TrimSpace(value) != value || strings.Contains(value, "  ") {
-			return nil, fail("want %q, got %q", "<name> <value>", line)
-		}
-		j := slices.IndexFunc(imageInputLines, func(g imageInputLine) bool { return g.name == name })
-		switch {
-		case j < 0:
-			return nil, fail("unknown name %q", name)
-		case j < last:
-			return nil, fail("%q after %q", name, imageInputLines[last].name)
-		case j == last && !imageInputLines[j].repeat:
-			return nil, fail("a second %q", name)
-		}
-		if m := missing(last+1, j); m != "" {
-			return nil, fail("%q before the required %q", name, m)
-		}
-		last = j
-		if why := in.set(name, value); why != "" {
-			return nil, fail("%s %s", name, why)
-		}
-		switch {
-		case name == "key":
-			if want := imageKey(keyed.String()); value != want {
-				return nil, fail("key %s, but the lines before it digest to %s", value, want)
-			}
-		case in.Key == "":
-			keyed.WriteString(line + "\n")
+		if why := p.line(line); why != "" {
+			return nil, &ImageInputsError{i + 1, why}
 		}
 	}
-	if m := missing(last+1, len(imageInputLines)); m != "" {
+	if m := missingInput(p.last+1, len(imageInputLines)); m != "" {
 		return nil, &ImageInputsError{0, fmt.Sprintf("no %q line", m)}
 	}
 	var names []string
-	for _, d := range in.Debs {
+	for _, d := range p.in.Debs {
 		n, _, _ := strings.Cut(d, " ")
 		names = append(names, n)
 	}
-	if want := slices.Sorted(slices.Values(in.Packages)); !slices.Equal(names, want) {
+	if want := slices.Sorted(slices.Values(p.in.Packages)); !slices.Equal(names, want) {
 		return nil, &ImageInputsError{0, fmt.Sprintf("deb lines name %s, want one per package, sorted: %s", strings.Join(names, " "), strings.Join(want, " "))}
 	}
-	return &in, nil
+	return &p.in, nil
+}
+
+// inputsParser is ParseImageInputs' state between lines.
+type inputsParser struct {
+	in    ImageInputs
+	last  int             // index into imageInputLines of the last name seen
+	keyed strings.Builder // the lines before the key line, each with its newline
+}
+
+// missingInput is the first required name of imageInputLines[from:to],
+// or "".
+func missingInput(from, to int) string {
+	for k := from; k < to; k++ {
+		if imageInputLines[k].required {
+			return imageInputLines[k].name
+		}
+	}
+	return ""
+}
+
+// line takes one line of the record, or says why it is wrong.
+func (p *inputsParser) line(line string) string {
+	name, value, ok := strings.Cut(line, " ")
+	if !ok || value == "" || strings.TrimSpace(value) != value || strings.Contains(value, "  ") {
+		return fmt.Sprintf("want %q, got %q", "<name> <value>", line)
+	}
+	j := slices.IndexFunc(imageInputLines, func(g imageInputLine) bool { return g.name == name })
+	switch {
+	case j < 0:
+		return fmt.Sprintf("unknown name %q", name)
+	case j < p.last:
+		return fmt.Sprintf("%q after %q", name, imageInputLines[p.last].name)
+	case j == p.last && !imageInputLines[j].repeat:
+		return fmt.Sprintf("a second %q", name)
+	}
+	if m := missingInput(p.last+1, j); m != "" {
+		return fmt.Sprintf("%q before the required %q", name, m)
+	}
+	p.last = j
+	if why := p.in.set(name, value); why != "" {
+		return name + " " + why
+	}
+	switch {
+	case name == "key":
+		if want := imageKey(p.keyed.String()); value != want {
+			return fmt.Sprintf("key %s, but the lines before it digest to %s", value, want)
+		}
+	case p.in.Key == "":
+		p.keyed.WriteString(line + "\n")
+	}
+	return ""
 }
 
 // imageKey is the cache key of the record text before the key line.
@@ -167,54 +180,69 @@ func imageKey(text string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// set stores one line's value, or says why its shape is wrong.
-func (in *ImageInputs) set(name, value string) string {
-	pkg := func(v string) bool {
-		n, ver, ok := strings.Cut(v, " ")
-		return ok && debName.MatchString(n) && debVersion.MatchString(ver)
-	}
-	digest := func(v string) (string, bool) {
-		h, ok := strings.CutPrefix(v, "sha256:")
-		return h, ok && hex64.MatchString(h)
-	}
-	var ok bool
-	switch name {
-	case "suite":
-		in.Suite, ok = value, archName.MatchString(value)
-	case "arch":
-		in.Arch, ok = value, archName.MatchString(value)
-	case "cgroup-driver":
-		in.CgroupDriver, ok = value, value == "systemd" || value == "cgroupfs"
-	case "emulate":
-		a, v, _ := strings.Cut(value, " ")
-		in.Emulate, ok = value, archName.MatchString(a) && debVersion.MatchString(v)
-	case "packages":
-		in.Packages = strings.Split(value, " ")
-		ok = !slices.ContainsFunc(in.Packages, func(p string) bool { return !debName.MatchString(p) }) &&
+// inputPackage says whether v is "<Debian package> <version>".
+func inputPackage(v string) bool {
+	n, ver, ok := strings.Cut(v, " ")
+	return ok && debName.MatchString(n) && debVersion.MatchString(ver)
+}
+
+// inputDigest is the hex of "sha256:<64 hex>", and whether v is that.
+func inputDigest(v string) (string, bool) {
+	h, ok := strings.CutPrefix(v, "sha256:")
+	return h, ok && hex64.MatchString(h)
+}
+
+// inputSetters store one line's value by its name and say whether the
+// value has the name's shape.
+var inputSetters = map[string]func(in *ImageInputs, value string) bool{
+	"suite": func(in *ImageInputs, v string) bool { in.Suite = v; return archName.MatchString(v) },
+	"arch":  func(in *ImageInputs, v string) bool { in.Arch = v; return archName.MatchString(v) },
+	"cgroup-driver": func(in *ImageInputs, v string) bool {
+		in.CgroupDriver = v
+		return v == "systemd" || v == "cgroupfs"
+	},
+	"emulate": func(in *ImageInputs, v string) bool {
+		in.Emulate = v
+		a, ver, _ := strings.Cut(v, " ")
+		return archName.MatchString(a) && debVersion.MatchString(ver)
+	},
+	"packages": func(in *ImageInputs, v string) bool {
+		in.Packages = strings.Split(v, " ")
+		return !slices.ContainsFunc(in.Packages, func(p string) bool { return !debName.MatchString(p) }) &&
 			len(slices.Compact(slices.Sorted(slices.Values(in.Packages)))) == len(in.Packages)
-	case "recipe":
-		in.RecipeSHA256, ok = digest(value)
-	case "kernel-package":
-		in.KernelPackage, ok = value, pkg(value) && strings.HasPrefix(value, "linux-image-")
-	case "tuple":
-		t, d, _ := strings.Cut(value, " ")
+	},
+	"recipe": func(in *ImageInputs, v string) (ok bool) { in.RecipeSHA256, ok = inputDigest(v); return ok },
+	"kernel-package": func(in *ImageInputs, v string) bool {
+		in.KernelPackage = v
+		return inputPackage(v) && strings.HasPrefix(v, "linux-image-")
+	},
+	"tuple": func(in *ImageInputs, v string) bool {
+		t, d, _ := strings.Cut(v, " ")
 		in.Tuple = t
-		in.TupleSHA256, ok = digest(d)
-		ok = ok && debName.MatchString(t)
-	case "key":
-		in.Key, ok = value, hex16.MatchString(value)
-	case "kernel":
-		in.Kernel, ok = value, pkg(value) && strings.HasPrefix(value, "linux-image-")
-	case "dpkg":
-		d, n, _ := strings.Cut(value, " ")
-		in.DpkgSHA256, ok = digest(d)
+		h, ok := inputDigest(d)
+		in.TupleSHA256 = h
+		return ok && debName.MatchString(t)
+	},
+	"key": func(in *ImageInputs, v string) bool { in.Key = v; return hex16.MatchString(v) },
+	"kernel": func(in *ImageInputs, v string) bool {
+		in.Kernel = v
+		return inputPackage(v) && strings.HasPrefix(v, "linux-image-")
+	},
+	"dpkg": func(in *ImageInputs, v string) bool {
+		d, n, _ := strings.Cut(v, " ")
+		h, ok := inputDigest(d)
+		in.DpkgSHA256 = h
 		count, cut := strings.CutSuffix(n, " packages")
 		c, err := strconv.Atoi(count)
-		in.DpkgCount, ok = c, ok && cut && err == nil && c > 0
-	case "deb":
-		in.Debs, ok = append(in.Debs, value), pkg(value)
-	}
-	if !ok {
+		in.DpkgCount = c
+		return ok && cut && err == nil && c > 0
+	},
+	"deb": func(in *ImageInputs, v string) bool { in.Debs = append(in.Debs, v); return inputPackage(v) },
+}
+
+// set stores one line's value, or says why its shape is wrong.
+func (in *ImageInputs) set(name, value string) string {
+	if set, known := inputSetters[name]; !known || !set(in, value) {
 		return fmt.Sprintf("%q is not of its shape", value)
 	}
 	return ""
@@ -248,6 +276,15 @@ func imageInputsProblems(r *Run) []string {
 	}
 	var out []string
 	add := func(format string, args ...any) { out = append(out, "imageInputs "+fmt.Sprintf(format, args...)) }
+	in.checkEngine(r, add)
+	in.checkKernel(r, add)
+	in.checkEmulation(r, add)
+	return out
+}
+
+// checkEngine checks the record's architecture, cgroup driver, tuple
+// and suite against the header's controller, Engine and engineBuild.
+func (in *ImageInputs) checkEngine(r *Run, add func(string, ...any)) {
 	if in.Arch != r.Controller.Arch {
 		add("arch %s, but the controller that ran in the guest is %s", in.Arch, r.Controller.Arch)
 	}
@@ -262,6 +299,14 @@ func imageInputsProblems(r *Run) []string {
 	} else if got := RecordSHA256(r.EngineBuild); got != in.TupleSHA256 {
 		add("tuple %s sha256:%s, but the header's engineBuild digests to sha256:%s", in.Tuple, in.TupleSHA256, got)
 	}
+	if !strings.Contains(r.Engine.OperatingSystem, "("+in.Suite+")") {
+		add("suite %s, but the Engine's /info OperatingSystem is %q", in.Suite, r.Engine.OperatingSystem)
+	}
+}
+
+// checkKernel checks the record's kernel package against the kernel the
+// Engine and the host facts report (release and Debian version).
+func (in *ImageInputs) checkKernel(r *Run, add func(string, ...any)) {
 	pkg, ver, _ := strings.Cut(in.Kernel, " ")
 	release := strings.TrimPrefix(pkg, "linux-image-")
 	if release != r.Engine.KernelVersion {
@@ -278,16 +323,19 @@ func imageInputsProblems(r *Run) []string {
 	if in.KernelPackage != "" && in.KernelPackage != in.Kernel {
 		add("kernel %s, but kernel-package %s", in.Kernel, in.KernelPackage)
 	}
-	if !strings.Contains(r.Engine.OperatingSystem, "("+in.Suite+")") {
-		add("suite %s, but the Engine's /info OperatingSystem is %q", in.Suite, r.Engine.OperatingSystem)
+}
+
+// checkEmulation requires an emulate line exactly where the profile's
+// images are of another architecture than its daemon, naming that one.
+func (in *ImageInputs) checkEmulation(r *Run, add func(string, ...any)) {
+	prof, err := profiles.Load(r.Profile)
+	if err != nil {
+		return
 	}
-	if prof, err := profiles.Load(r.Profile); err == nil {
-		emu, _, _ := strings.Cut(in.Emulate, " ")
-		if img := prof.Image.Architecture; img != prof.Daemon.Architecture && emu != img {
-			add("emulate %q, but profile %s runs %s images on a %s daemon", in.Emulate, prof.Name, img, prof.Daemon.Architecture)
-		} else if img == prof.Daemon.Architecture && emu != "" {
-			add("emulate %s, but profile %s runs its images natively", in.Emulate, prof.Name)
-		}
+	emu, _, _ := strings.Cut(in.Emulate, " ")
+	if img := prof.Image.Architecture; img != prof.Daemon.Architecture && emu != img {
+		add("emulate %q, but profile %s runs %s images on a %s daemon", in.Emulate, prof.Name, img, prof.Daemon.Architecture)
+	} else if img == prof.Daemon.Architecture && emu != "" {
+		add("emulate %s, but profile %s runs its images natively", in.Emulate, prof.Name)
 	}
-	return out
 }
