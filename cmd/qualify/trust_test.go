@@ -179,7 +179,7 @@ func TestCommittedKeysAreBoundToRowsAndDays(t *testing.T) {
 	_, policy := layout(t)
 	// (lane-c goes to the older key, so that every row stays signable.)
 	editFile(t, policy, "rows: [lane-a, lane-b]", "rows: [lane-a, lane-b, lane-c]")
-	editFile(t, policy, "rows: [lane-a, lane-b, lane-c]\n    notBefore: 2026-12-01", "rows: [lane-a, lane-b]\n    notBefore: 2026-12-01")
+	editFile(t, policy, "rows: [lane-a, lane-b, lane-c] # frozen: signer lane-host\n    notBefore: 2026-12-01", "rows: [lane-a, lane-b] # frozen: signer lane-host\n    notBefore: 2026-12-01")
 	editFile(t, policy, "notBefore: 2026-11-29T00:00:00Z\n    notAfter: 2026-11-29T23:59:59Z", "notBefore: 2026-11-29T11:00:00Z\n    notAfter: 2026-11-29T23:59:59Z")
 	newKey, oldKey := keyID(t, "../../reports/keys/qualbox-ed25519-2026-12-01.pub"), keyID(t, "../../reports/keys/qualbox-ed25519.pub")
 	for dir, want := range map[string]string{
