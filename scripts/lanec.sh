@@ -782,10 +782,12 @@ boot_probe() {
 	local kernel=$1 plog=$2 dir t0 now rc saved
 	shift 2
 	PROBE_WHY=
-	dir=$(mktemp -d /tmp/qualbox-lanec-probe.XXXXXX)
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/qualbox-lanec-probe.XXXXXX")
 	saved=$(trap -p EXIT INT TERM HUP)
-	trap 'stop_probe; rm -rf "$dir"' EXIT
-	trap 'stop_probe; rm -rf "$dir"; exit 130' INT TERM HUP
+	# An interruption also removes the caller's probe log, which is
+	# written only once the probe ends.
+	trap 'stop_probe; rm -rf "$dir" "$plog"' EXIT
+	trap 'stop_probe; rm -rf "$dir" "$plog"; exit 130' INT TERM HUP
 	t0=$(date +%s)
 	# The guest architecture's emulator, machine and serial console: on an
 	# arm64 host, lane D's kernel is probed under KVM as lane C's is on an
@@ -850,12 +852,15 @@ choose_accel() {
 	local kernel=$1 dir=${2:-} plog
 	check_accel_mode
 	[ -f "$kernel" ] || die "accelerator probe: no kernel at $kernel"
-	plog=$(mktemp /tmp/qualbox-lanec-probe-log.XXXXXX)
+	# Refused before the probe log exists, so that refusal leaves no file.
+	if [ "$ARCH" != "$HOST_ARCH" ] && [ "$ACCEL_MODE" = kvm ]; then
+		die "LANEC_ACCEL=kvm, but KVM cannot run an $ARCH guest on this $HOST_ARCH host"
+	fi
+	plog=$(mktemp "${TMPDIR:-/tmp}/qualbox-lanec-probe-log.XXXXXX")
 	if [ "$ACCEL_MODE" = tcg ]; then
 		ACCEL=tcg ACCEL_WHY="LANEC_ACCEL=tcg"
 		echo "# no probe: LANEC_ACCEL=tcg" >"$plog"
 	elif [ "$ARCH" != "$HOST_ARCH" ]; then
-		[ "$ACCEL_MODE" != kvm ] || die "LANEC_ACCEL=kvm, but KVM cannot run an $ARCH guest on this $HOST_ARCH host"
 		ACCEL=tcg ACCEL_WHY="LANEC_ACCEL=$ACCEL_MODE; an $ARCH guest on an $HOST_ARCH host runs under TCG only"
 		echo "# no probe: $ACCEL_WHY" >"$plog"
 	elif boot_probe "$kernel" "$plog" -accel kvm -cpu host; then
@@ -928,7 +933,7 @@ accel_command() {
 		exit 2
 		;;
 	esac
-	plog=$(mktemp /tmp/qualbox-lanec-probe-log.XXXXXX)
+	plog=$(mktemp "${TMPDIR:-/tmp}/qualbox-lanec-probe-log.XXXXXX")
 	boot_probe "$kernel" "$plog" "${args[@]}" || rc=$?
 	if [ "$rc" != 0 ]; then
 		sed 's/^/  probe| /' "$plog" | tail -n 20 >&2

@@ -329,11 +329,12 @@ func TestAccelFakeKVMHangsIsBoundedAndKilled(t *testing.T) {
 }
 
 // lanec.sh stopped by SIGTERM while its probe runs kills the probe's qemu
-// by its PID before it exits.
+// by its PID before it exits, and leaves no probe file in TMPDIR.
 func TestAccelProbeKilledWhenInterrupted(t *testing.T) {
 	f := newFake(t)
+	tmp := t.TempDir()
 	cmd := exec.Command("bash", lanec(t), "accel", "--kernel", f.kernel)
-	cmd.Env = append(os.Environ(), append(f.env("hang", "LANEC_KVM_PROBE_TIMEOUT=600"), "PATH="+f.bin+":"+os.Getenv("PATH"))...)
+	cmd.Env = append(os.Environ(), append(f.env("hang", "LANEC_KVM_PROBE_TIMEOUT=600"), "PATH="+f.bin+":"+os.Getenv("PATH"), "TMPDIR="+tmp)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	assert.NilError(t, cmd.Start())
@@ -363,6 +364,13 @@ func TestAccelProbeKilledWhenInterrupted(t *testing.T) {
 		t.Fatalf("lanec.sh did not exit within 30 s of SIGTERM: %s", stderr.String())
 	}
 	f.assertGone(t)
+	left, err := os.ReadDir(tmp)
+	assert.NilError(t, err)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	assert.Check(t, is.Len(names, 0), "left in TMPDIR: %v", names)
 }
 
 // A LANEC_ACCEL or probe bound lane C cannot use is refused (exit status
