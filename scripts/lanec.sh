@@ -799,23 +799,19 @@ boot_probe() {
 	rc=1
 	while :; do
 		now=$(date +%s)
+		# Liveness first, then the console: a mark printed just before
+		# qemu exits (panic=-1 ends it right after) is then still read.
+		local alive=1
+		kill -0 "$PROBE_PID" 2>/dev/null || alive=0
 		if grep -qF "$PROBE_MARK" "$dir/console.log" 2>/dev/null; then
 			PROBE_WHY="the kernel printed '$PROBE_MARK' after $((now - t0)) s"
 			rc=0
 			break
 		fi
-		if ! kill -0 "$PROBE_PID" 2>/dev/null; then
+		if [ "$alive" = 0 ]; then
 			local qrc=0
 			wait "$PROBE_PID" || qrc=$?
 			PROBE_PID=
-			# The kernel may have printed the mark between the grep
-			# above and qemu's exit (panic=-1 ends qemu right after
-			# it): read the console once more now that it is final.
-			if grep -qF "$PROBE_MARK" "$dir/console.log" 2>/dev/null; then
-				PROBE_WHY="the kernel printed '$PROBE_MARK' after $((now - t0)) s"
-				rc=0
-				break
-			fi
 			PROBE_WHY="qemu exited with status $qrc after $((now - t0)) s before the kernel printed '$PROBE_MARK'"
 			if [ -s "$dir/qemu.log" ]; then
 				PROBE_WHY+=": $(tail -n 1 "$dir/qemu.log")"
