@@ -49,7 +49,7 @@ func (r *run) consoleTail(n int) {
 // directory.
 func (r *run) collectRecord() error {
 	const src = "out/record"
-	if _, err := r.share.lstat(src); errors.Is(err, os.ErrNotExist) {
+	if _, err := r.share.stat(src); errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the guest recorded no cgroup trees (%s)", r.share.hostPath(src))
 	}
 	if err := os.MkdirAll(filepath.Dir(r.cfg.Record), 0o755); err != nil {
@@ -100,7 +100,7 @@ func (r *run) collectOut() error {
 	// The report as the guest left it: complete, partial (a stopped
 	// qualify writes what it has) or absent (an empty directory, which
 	// verification refuses).
-	if _, err := r.share.lstat("out/report"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := r.share.stat("out/report"); !errors.Is(err, os.ErrNotExist) {
 		if err := r.share.copyTree("out/report", report.tmp); err != nil {
 			return fmt.Errorf("copying the report to %s: %w", out, err)
 		}
@@ -146,7 +146,8 @@ func (r *run) fillLanec(dir string) error {
 // copyHostDir copies the host's own files for DIR.lanec (the work
 // directory's host/, which the guest cannot reach) into dst, if there
 // are any. It reads them as it reads the shared folder, which costs
-// little and keeps one way of copying.
+// little and keeps one way of copying; its errors do not blame the
+// guest.
 func copyHostDir(src, dst string) error {
 	host, err := openShare(src)
 	if errors.Is(err, os.ErrNotExist) {
@@ -155,6 +156,7 @@ func copyHostDir(src, dst string) error {
 		return err
 	}
 	defer host.Close()
+	host.host = true
 	return host.copyTree(".", dst)
 }
 

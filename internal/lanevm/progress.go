@@ -49,7 +49,7 @@ func guestLogs(share *shareFS) []*logTail {
 // without its newline, marked as cut off. A log that is not a regular
 // file is not shown (the copy out refuses it with its reason).
 func (l *logTail) show(w io.Writer, final bool) {
-	f, _, err := l.share.openFile(l.rel)
+	f, err := l.share.openFile(l.rel)
 	if err != nil {
 		return
 	}

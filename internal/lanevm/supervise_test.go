@@ -606,7 +606,7 @@ func TestSuperviseRefusesGuestSpecialFiles(t *testing.T) {
 				var ue *lanevm.UnsafeFileError
 				assert.Assert(t, errors.As(res.CollectErr, &ue), "%v", res.CollectErr)
 				assert.Check(t, is.Equal(ue.Path, want))
-				assert.Check(t, is.Contains(res.CollectErr.Error(), "refusing "+want+": the guest left a "))
+				assert.Check(t, is.Contains(res.CollectErr.Error(), "refusing "+strconv.Quote(want)+": the guest left a "))
 			}
 			assert.Check(t, is.Equal(res.ExitStatus(), 4))
 			switch {
