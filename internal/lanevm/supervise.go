@@ -205,6 +205,8 @@ type run struct {
 	// passed job must have left there, fixed before the guest booted.
 	share *shareFS
 	reqs  []requirement
+	// placedOut: the report and the lane's files are in place (collect).
+	placedOut bool
 }
 
 func (r *run) logf(format string, a ...any) { fmt.Fprintf(r.log, "lanec: "+format+"\n", a...) }

@@ -685,3 +685,22 @@ func TestSuperviseRecordFailureLeavesNothing(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Check(t, is.Len(entries, 1), "a temporary directory is left beside the record directory")
 }
+
+// With --record, a recording that cannot be copied makes the run's exit
+// status 4, and the result.txt placed beside the report says so: the
+// result is final before anything is placed, so the placed files, the
+// exit status and the result agree.
+func TestSuperviseRecordFailureIsInResultTxt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fakeqemu.Pass, fakeqemu.Plant+"=fifo out/record/v2-guest-before/zz-fifo")
+	assert.NilError(t, os.WriteFile(filepath.Join(f.cfg.Work, "share", "record.sh"), []byte("#!/bin/bash\n"), 0o755))
+	f.cfg.Record = filepath.Join(t.TempDir(), "trees")
+	res := superviseWithin(t, f.cfg, 30*time.Second)
+	assert.Check(t, is.Equal(res.QEMUExit, "exit status 0"), "the fake's plant failed")
+	assert.Check(t, is.Equal(res.ExitStatus(), 4))
+	result := f.read(t, "run.lanec/result.txt")
+	assert.Check(t, is.Equal(result, res.String()+"\n"))
+	assert.Check(t, is.Contains(result, "; collecting the results failed: copying the recorded trees to "))
+	assert.Check(t, is.Contains(f.log.String(), "lanec: result: "+res.String()+" (exit status 4)\n"))
+	noneLeft(t, f.cfg.Record)
+}
