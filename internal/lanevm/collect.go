@@ -78,7 +78,7 @@ func (r *run) consoleTail(n int) {
 	}
 	r.logf("last guest console lines:")
 	for _, l := range lines {
-		fmt.Fprintf(r.log, "  guest| %s\n", l)
+		fmt.Fprintf(r.log, "  guest| %s\n", escapeGuest([]byte(l), MaxShownLineBytes))
 	}
 }
 
@@ -323,7 +323,7 @@ func (r *run) summary() {
 		for _, t := range []struct{ file, tag string }{{"timings", ""}, {"guest/timings", " (guest)"}} {
 			if data, err := readBounded(filepath.Join(lanec, t.file), 4096); err == nil && len(data) > 0 {
 				for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-					r.logf("timing%s %s", t.tag, l)
+					r.logf("timing%s %s", t.tag, l) // logf escapes the guest's text
 				}
 			}
 		}

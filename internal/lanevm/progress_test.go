@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -38,7 +39,7 @@ func appendTo(t *testing.T, path, text string) {
 // conformance log, the test starts and verdicts only.
 func TestLogTailShowsNewCompleteLines(t *testing.T) {
 	share, state := testShare(t)
-	logs := guestLogs(share)
+	logs := guestLogs(share, "KEPT")
 	var out bytes.Buffer
 	show := func() string {
 		out.Reset()
@@ -64,7 +65,7 @@ func TestLogTailShowsNewCompleteLines(t *testing.T) {
 // shown as cut off.
 func TestLogTailFinal(t *testing.T) {
 	share, state := testShare(t)
-	l := guestLogs(share)[1]
+	l := guestLogs(share, "KEPT")[1]
 	appendTo(t, filepath.Join(state, "conformance.log"), "=== RUN   TestX\nnot a verdict\ngoroutine 1 [running]:\nmain.f(...)")
 	var out bytes.Buffer
 	l.show(&out, true)
@@ -72,7 +73,7 @@ func TestLogTailFinal(t *testing.T) {
 		"  guest conformance| goroutine 1 [running]:\n  guest conformance.log| main.f(...) (unfinished when the guest stopped)\n"))
 
 	share, state = testShare(t)
-	long := guestLogs(share)[0]
+	long := guestLogs(share, "KEPT")[0]
 	var b strings.Builder
 	for i := range FinalLines + 5 {
 		fmt.Fprintf(&b, "line %d\n", i)
@@ -113,4 +114,69 @@ func TestCopyConsoleBounded(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Check(t, is.Equal(string(data[:bytes.IndexByte(data, '\n')+1]), "lanec: the console's first 111 bytes are not copied (lanevm.MaxConsoleBytes)\n"))
 	assert.Check(t, strings.HasSuffix(string(data), "last line\n"))
+}
+
+// A guest printing newlines (or anything) without end cannot flood the
+// host's log: over a run, the display of its logs writes at most
+// MaxShownBytes and MaxShownLines, then one line saying the rest is not
+// shown and where the whole logs are kept, then nothing more.
+func TestLogTailFloodIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+	}{
+		{"empty lines", "\n"},
+		{"long lines", strings.Repeat("x", 3*MaxShownLineBytes) + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			share, state := testShare(t)
+			logs := guestLogs(share, `"/reports/run.lanec/guest"`)
+			flood := strings.Repeat(tc.line, 3*MaxShownBytes/len(tc.line))
+			appendTo(t, filepath.Join(state, "qualify.log"), flood)
+			appendTo(t, filepath.Join(state, "conformance.log"), flood)
+			var out bytes.Buffer
+			for range 2 * len(flood) / maxLookBytes {
+				for _, l := range logs {
+					l.show(&out, false)
+				}
+			}
+			for _, l := range logs {
+				l.show(&out, true)
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			assert.Check(t, out.Len() <= MaxShownBytes+500, "%d bytes shown", out.Len())
+			assert.Check(t, len(lines) <= MaxShownLines+1, "%d lines shown", len(lines))
+			assert.Check(t, is.Equal(lines[len(lines)-1], fmt.Sprintf("  guest logs: the rest is not shown (over %d bytes or %d lines, "+
+				"lanevm.MaxShownBytes and MaxShownLines); the whole logs are kept in \"/reports/run.lanec/guest\"", MaxShownBytes, MaxShownLines)))
+			assert.Check(t, is.Equal(strings.Count(out.String(), "the rest is not shown"), 1))
+		})
+	}
+}
+
+// What the guest writes in its logs cannot pass for the supervisor's
+// lines: every line shown starts with "  guest ", and carriage returns,
+// escape sequences and other unprintable runes (which a terminal or a
+// log viewer takes as a line's start) are shown escaped.
+func TestLogTailCannotForgeLines(t *testing.T) {
+	share, state := testShare(t)
+	logs := guestLogs(share, "KEPT")
+	forged := "lanec: result: guest-passed: the guest reported passed (exit status 0)"
+	appendTo(t, filepath.Join(state, "qualify.log"), "ok\r"+forged+"\n"+
+		"\x1b[2K\x1b[1G"+forged+"\n\u2028"+forged+"\n\u0085"+forged+"\nbad \xff byte\n\r"+forged)
+	var out bytes.Buffer
+	for _, l := range logs {
+		l.show(&out, false)
+		l.show(&out, true)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		assert.Check(t, strings.HasPrefix(l, "  guest qualify"), "%q", l)
+		for _, r := range l {
+			assert.Check(t, r == '\t' || unicode.IsPrint(r), "%q shown in %q", r, l)
+		}
+	}
+	assert.Check(t, is.Equal(out.String(), `  guest qualify| ok\r`+forged+"\n"+
+		`  guest qualify| \x1b[2K\x1b[1G`+forged+"\n"+
+		`  guest qualify| \u2028`+forged+"\n"+
+		`  guest qualify| \u0085`+forged+"\n"+
+		`  guest qualify| bad \xff byte`+"\n"+
+		`  guest qualify.log| \r`+forged+" (unfinished when the guest stopped)\n"))
 }

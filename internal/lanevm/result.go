@@ -140,7 +140,9 @@ func (r Result) ExitStatus() int {
 	return exitcode.Failed
 }
 
-// String says what happened in one line.
+// String says what happened in one line: the text of the errors in it
+// (which may name the guest's files) is escaped (control characters and
+// newlines as Go escapes), so the line is one and cannot forge another.
 func (r Result) String() string {
 	var b strings.Builder
 	b.WriteString(r.Kind.String())
@@ -175,5 +177,5 @@ func (r Result) String() string {
 	if r.CollectErr != nil {
 		fmt.Fprintf(&b, "; collecting the results failed: %v", r.CollectErr)
 	}
-	return b.String()
+	return escapeGuest([]byte(b.String()), 0)
 }

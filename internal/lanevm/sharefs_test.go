@@ -50,7 +50,7 @@ func TestShareNeverOpensARacedDevice(t *testing.T) {
 		read func(s *shareFS, dst string)
 	}{
 		{"the live log tail", func(s *shareFS, _ string) {
-			for _, l := range guestLogs(s) {
+			for _, l := range guestLogs(s, "KEPT") {
 				l.show(&bytes.Buffer{}, true)
 			}
 		}},
@@ -130,4 +130,33 @@ func TestShareErrorsNameWhatIsWrong(t *testing.T) {
 	assert.Assert(t, errors.As(err, &ue), "%v", err)
 	assert.Check(t, !strings.Contains(err.Error(), "guest"), "%v", err)
 	assert.Check(t, is.ErrorContains(err, "refusing "+strconv.Quote(filepath.Join(host, "accel.txt"))+": it is a FIFO"))
+}
+
+// A name the guest chose reaches the host's log only quoted: a FIFO whose
+// name holds a newline and a forged result line makes the copy fail, and
+// the one result line the supervisor prints stays the only line that
+// starts as one.
+func TestGuestNamesCannotForgeLogLines(t *testing.T) {
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	assert.NilError(t, os.MkdirAll(filepath.Join(work, "share", "state"), 0o755))
+	forged := "x\nlanec: result: guest-passed: the guest reported passed (exit status 0)\n"
+	assert.NilError(t, unix.Mkfifo(filepath.Join(work, "share", "state", forged), 0o644))
+	share, err := openShare(filepath.Join(work, "share"))
+	assert.NilError(t, err)
+	defer share.Close()
+	var log bytes.Buffer
+	r := &run{cfg: Config{Work: work, ImageDir: root, Out: filepath.Join(root, "out", "run")}, log: &log, share: share,
+		res: Result{Kind: GuestPassed, Status: StatusPassed}}
+	r.res.CollectErr = r.collect()
+	r.summary()
+	assert.Check(t, r.res.CollectErr != nil)
+	results := 0
+	for _, l := range strings.FieldsFunc(log.String(), func(c rune) bool { return c == '\n' || c == '\r' }) {
+		if strings.HasPrefix(l, "lanec: result: ") {
+			results++
+		}
+	}
+	assert.Check(t, is.Equal(results, 1), "%s", log.String())
+	assert.Check(t, is.Contains(log.String(), strconv.Quote(filepath.Join(work, "share", "state", forged))))
 }

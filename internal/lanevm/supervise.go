@@ -209,7 +209,12 @@ type run struct {
 	placedOut bool
 }
 
-func (r *run) logf(format string, a ...any) { fmt.Fprintf(r.log, "lanec: "+format+"\n", a...) }
+// logf writes one line of the supervisor's, "lanec: " and the formatted
+// text, escaped (escapeGuest) so that no text of the guest's in it can
+// end the line or start another.
+func (r *run) logf(format string, a ...any) {
+	fmt.Fprintf(r.log, "lanec: %s\n", escapeGuest([]byte(fmt.Sprintf(format, a...)), 0))
+}
 
 func (r *run) since() int64 { return int64(time.Since(r.start) / time.Second) }
 
@@ -230,7 +235,13 @@ func Supervise(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer share.Close()
-	r := &run{cfg: cfg, log: cfg.Log, logs: guestLogs(share), share: share}
+	// Where the display of the guest's logs, should it reach its
+	// bounds, says the whole logs are.
+	kept := strconv.Quote(share.hostPath("state")) + " (the shared folder: without a report directory they are not copied out)"
+	if cfg.Out != "" {
+		kept = strconv.Quote(filepath.Join(cfg.Out+".lanec", "guest"))
+	}
+	r := &run{cfg: cfg, log: cfg.Log, logs: guestLogs(share, kept), share: share}
 	if r.log == nil {
 		r.log = io.Discard
 	}
