@@ -65,7 +65,7 @@ func destroyAndCheck(t *testing.T, owner sandboxapi.CleanupOwner) {
 	assertGone(t, owner.RecoveryRecord())
 }
 
-func assertGone(t *testing.T, record sandboxapi.RecoveryRecord) {
+func assertGone(t testing.TB, record sandboxapi.RecoveryRecord) {
 	t.Helper()
 	cli := enginetest.Client(t)
 	ctx := context.Background()
