@@ -145,6 +145,11 @@ func (r Result) ExitStatus() int {
 // newlines as Go escapes), so the line is one and cannot forge another.
 func (r Result) String() string {
 	var b strings.Builder
+	if r.CollectErr != nil {
+		// The first word is the outcome (exit status 4), never the
+		// guest's own verdict, which follows.
+		b.WriteString("collect-failed: ")
+	}
 	b.WriteString(r.Kind.String())
 	switch r.Kind {
 	case GuestPassed, GuestFailed:

@@ -700,6 +700,7 @@ func TestSuperviseRecordFailureIsInResultTxt(t *testing.T) {
 	assert.Check(t, is.Equal(res.ExitStatus(), 4))
 	result := f.read(t, "run.lanec/result.txt")
 	assert.Check(t, is.Equal(result, res.String()+"\n"))
+	assert.Check(t, strings.HasPrefix(result, "collect-failed: guest-passed: "), "result.txt: %q", result)
 	assert.Check(t, is.Contains(result, "; collecting the results failed: copying the recorded trees to "))
 	assert.Check(t, is.Contains(f.log.String(), "lanec: result: "+res.String()+" (exit status 4)\n"))
 	noneLeft(t, f.cfg.Record)
