@@ -464,8 +464,8 @@ func (f *admissionFacts) evaluate(withImages bool) []Check {
 	return out
 }
 
-// maxAdmissionReads bounds how many of admission's reads (/version, /info,
-// one inspect per image) are in flight at once: with up to MaxDatasets
+// maxAdmissionReads bounds how many of admission's image inspects (one per
+// image) are in flight at once: with up to MaxDatasets
 // dataset images, dispatching them all together would open dozens of
 // connections per sandbox start.
 const maxAdmissionReads = 4
@@ -511,12 +511,14 @@ type admissionReads struct {
 
 // readAdmission reads /version (into f.ver), /info and, with withImages,
 // the image inspects. They are independent reads: they are dispatched
-// together (at most maxAdmissionReads at once), so admission costs one
-// round trip on the start and exec paths rather than one per read. Errors
-// keep their report order (/version, /info, workload image, datasets): a
-// /version failure, which wins whatever the others return, cancels the
-// other reads, and an /info failure cancels the image inspects; nothing
-// else cuts a read short.
+// together (the image inspects at most maxAdmissionReads at once), so
+// admission costs one round trip on the start and exec paths rather than
+// one per read. /version and /info come from the engine's daemonReadGroup:
+// a read that began after this call, shared with concurrent admissions.
+// Errors keep their report order (/version, /info, workload image,
+// datasets): a /version failure, which wins whatever the others return,
+// cancels the /info read, and either failure cancels the image inspects;
+// nothing else cuts a read short.
 func readAdmission(ctx context.Context, eng *engine, f *admissionFacts, withImages bool) *admissionReads {
 	r := &admissionReads{withImages: withImages}
 	if withImages {
@@ -528,32 +530,25 @@ func readAdmission(ctx context.Context, eng *engine, f *admissionFacts, withImag
 		r.imageErrs = make([]error, len(r.imageIDs))
 	}
 	var wg sync.WaitGroup
-	readCtx, cancelReads := context.WithCancel(ctx)
-	defer cancelReads()
-	imageCtx, cancelImages := context.WithCancel(readCtx)
+	imageCtx, cancelImages := context.WithCancel(ctx)
 	defer cancelImages()
 	slots := make(chan struct{}, maxAdmissionReads)
-	read := func(do func()) {
+	for i, id := range r.imageIDs {
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			do()
+			r.images[i], r.imageErrs[i] = inspectImage(imageCtx, eng, id)
 		})
 	}
-	read(func() {
-		if f.ver, r.verErr = eng.cli.ServerVersion(readCtx, client.ServerVersionOptions{}); r.verErr != nil {
-			cancelReads()
-		}
-	})
-	read(func() {
-		if r.info, r.infoErr = eng.cli.Info(readCtx, client.InfoOptions{}); r.infoErr != nil {
-			cancelImages()
-		}
-	})
-	for i, id := range r.imageIDs {
-		read(func() { r.images[i], r.imageErrs[i] = inspectImage(imageCtx, eng, id) })
+	d, err := eng.reads.read(ctx, eng)
+	if err != nil {
+		d.verErr = err
+	}
+	if d.verErr != nil || d.infoErr != nil {
+		cancelImages()
 	}
 	wg.Wait()
+	f.ver, r.verErr, r.info, r.infoErr = d.ver, d.verErr, d.info, d.infoErr
 	return r
 }
 

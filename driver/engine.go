@@ -197,6 +197,8 @@ type engine struct {
 	raw    *http.Client
 	dial   func(ctx context.Context) (net.Conn, error)
 	base   *http.Transport
+	// reads coalesces concurrent admissions' /version and /info reads.
+	reads daemonReadGroup
 }
 
 // socketPath accepts "unix:///abs/path" or "/abs/path" and returns the
