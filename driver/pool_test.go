@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,5 +125,51 @@ func TestPoolRecordsLetAFreshControllerCleanUp(t *testing.T) {
 		assert.NilError(t, got.Owner.Stop(context.Background()))
 		assert.NilError(t, got.Owner.Destroy(context.Background()))
 		assertGone(t, rec)
+	}
+}
+
+// TestHandOffAdmitsTheDaemonOnce: a process Start less than a second
+// after a passed CheckReady (a pool's hand-out) reuses its daemon
+// admission, reading neither /version nor /info, but still inspects the
+// compute container before the exec create and the exec start; a Start
+// without a CheckReady, or one more than a second after it, admits the
+// daemon again (docs/contract.md#pool).
+func TestHandOffAdmitsTheDaemonOnce(t *testing.T) {
+	px := newProxy(t)
+	be := newBackend(t, viaProxy(px))
+	count := func(method, path string) int {
+		n := 0
+		for _, e := range px.Seen() {
+			if e.Method == method && strings.HasPrefix(e.Path, path) {
+				n++
+			}
+		}
+		return n
+	}
+	execWith := func(sb sandboxapi.Sandbox, check bool, wait time.Duration) (versions, infos, inspects int) {
+		t.Helper()
+		if check {
+			assert.NilError(t, sb.(sandboxapi.ReadinessChecker).CheckReady(context.Background()))
+		}
+		time.Sleep(wait)
+		v, i, c := count("GET", "/version"), count("GET", "/info"), count("GET", "/containers/")
+		res := run(t, sb, nil, "/bin/true")
+		assert.Equal(t, res.exit.Code, 0)
+		return count("GET", "/version") - v, count("GET", "/info") - i, count("GET", "/containers/") - c
+	}
+
+	sb := started(t, be, enginetest.Policy())
+	v, i, c := execWith(sb, true, 0)
+	assert.Check(t, v == 0 && i == 0, "a Start right after CheckReady read /version %d and /info %d times", v, i)
+	assert.Check(t, c >= 2, "the compute container was inspected %d times, want before the exec create and the exec start", c)
+
+	for _, tc := range []struct {
+		name  string
+		check bool
+		wait  time.Duration
+	}{{"without CheckReady", false, 0}, {"1.2 s after CheckReady", true, 1200 * time.Millisecond}} {
+		sb := started(t, be, enginetest.Policy())
+		v, i, _ := execWith(sb, tc.check, tc.wait)
+		assert.Check(t, v >= 1 && i >= 1, "%s: Start read /version %d and /info %d times, want a fresh admission", tc.name, v, i)
 	}
 }

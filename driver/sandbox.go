@@ -103,6 +103,11 @@ type sandbox struct {
 	dispatched      map[sandboxapi.Role]bool
 	undispatched    map[sandboxapi.Role]bool
 	importing       int
+	// admittedAt is when the daemon admission of the last CheckReady that
+	// passed began, and admittedBy the engine it read; process Start
+	// takes it once (takeAdmission).
+	admittedAt time.Time
+	admittedBy *engine
 }
 
 var (
@@ -897,7 +902,9 @@ var _ sandboxapi.ReadinessChecker = (*sandbox)(nil)
 // progress (*sandboxapi.StateError otherwise); then daemon admission
 // against the record's daemon identity and an inspection of the owned
 // compute container requiring it running (preflight), bounded by
-// deadlines.startupMs and ctx. A changed daemon identity or a replaced or
+// deadlines.startupMs and ctx. When it passes, the process Start that
+// follows within handoffAdmission reuses its daemon admission
+// (takeAdmission). A changed daemon identity or a replaced or
 // stopped compute is a *sandboxapi.StateError; failed admission is an
 // *sandboxapi.UnsupportedError.
 func (s *sandbox) CheckReady(ctx context.Context) error {
@@ -921,5 +928,30 @@ func (s *sandbox) CheckReady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.preflight(ctx, eng, s.checkComputeActive)
+	began := time.Now()
+	if err := s.preflight(ctx, eng, s.checkComputeActive); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.admittedAt, s.admittedBy = began, eng
+	s.mu.Unlock()
+	return nil
+}
+
+// handoffAdmission is how long after a passed CheckReady's admission
+// began the sandbox's process Start may rely on it instead of reading
+// /version and /info again (docs/contract.md#pool): the pool's hand-out
+// check and the exec that follows it are one admission, not two. The
+// compute container is still inspected before the exec create and again
+// before the exec start.
+const handoffAdmission = time.Second
+
+// takeAdmission reports whether a CheckReady's admission of eng began less
+// than handoffAdmission ago, and consumes it: it serves one Start at most.
+func (s *sandbox) takeAdmission(eng *engine) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := s.admittedBy == eng && !s.admittedAt.IsZero() && time.Since(s.admittedAt) < handoffAdmission
+	s.admittedAt, s.admittedBy = time.Time{}, nil
+	return ok
 }
