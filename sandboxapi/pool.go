@@ -217,12 +217,20 @@ func (p *Pool) Acquire(ctx context.Context) (Sandbox, error) {
 	e := p.idle[0]
 	p.idle = p.idle[1:]
 	e.timer.Stop() // an expiry already running finds e gone and does nothing
-	p.refillLocked()
 	// Close waits for this acquisition: a refused sandbox's destroy and
 	// its event never happen after Close returned.
 	p.wg.Add(1)
 	defer p.wg.Done()
 	p.mu.Unlock()
+	// The refill starts once the check returned, not before it: a start's
+	// own admission and Engine work would otherwise compete with the
+	// check the caller is waiting for (and, with a backend that coalesces
+	// admission reads, make the check wait for the start's read).
+	defer func() {
+		p.mu.Lock()
+		p.refillLocked()
+		p.mu.Unlock()
+	}()
 
 	// The check ends when the caller's ctx does or the pool closes, so
 	// that Close, which waits for it, is never held by a caller's
