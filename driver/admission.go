@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -549,6 +550,13 @@ func readAdmission(ctx context.Context, eng *engine, f *admissionFacts, withImag
 	}
 	wg.Wait()
 	f.ver, r.verErr, r.info, r.infoErr = d.ver, d.verErr, d.info, d.infoErr
+	// The read is shared with concurrent admissions: what this one keeps
+	// and exposes (EngineFacts) is its own copy.
+	r.info.Info.SecurityOptions = slices.Clone(r.info.Info.SecurityOptions)
+	r.info.Info.Warnings = slices.Clone(r.info.Info.Warnings)
+	r.info.Info.DriverStatus = slices.Clone(r.info.Info.DriverStatus)
+	r.info.Info.Runtimes = maps.Clone(r.info.Info.Runtimes)
+	f.ver.Components = slices.Clone(f.ver.Components)
 	return r
 }
 

@@ -171,3 +171,40 @@ func TestDaemonReadsEndWithTheirLastWaiter(t *testing.T) {
 	assert.NilError(t, got.err)
 	assert.Check(t, is.Equal(got.id, "read-2"))
 }
+
+// An Engine that stalls one read holds the admissions queued behind it
+// for staleRead at most: the next read then starts beside the stalled one
+// and serves them.
+func TestDaemonReadsDoNotQueueBehindAStalledRead(t *testing.T) {
+	g, eng := newGatedEngine(t)
+	stalled, cancelStalled := context.WithCancel(context.Background())
+	defer cancelStalled()
+	startRead(stalled, eng)
+	g.waitCounts(t, 1)
+	began := time.Now()
+	queued := startRead(context.Background(), eng)
+	g.waitCounts(t, 2)
+	waited := time.Since(began)
+	assert.Check(t, waited >= staleRead-50*time.Millisecond && waited < staleRead+2*time.Second,
+		"the queued read began after %v, want about staleRead (%v)", waited, staleRead)
+	for range 4 { // both reads' /version and /info, in whatever order
+		g.release <- struct{}{}
+	}
+	r := <-queued
+	assert.NilError(t, r.err)
+	assert.Check(t, is.Equal(r.id, "read-2"))
+}
+
+// A caller whose context ends before its read began is told so.
+func TestDaemonReadsNameAWaitThatNeverBegan(t *testing.T) {
+	g, eng := newGatedEngine(t)
+	first, cancelFirst := context.WithCancel(context.Background())
+	defer cancelFirst()
+	startRead(first, eng)
+	g.waitCounts(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := eng.reads.read(ctx, eng)
+	assert.Check(t, errors.Is(err, errReadNotBegun), "got %v", err)
+	assert.Check(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
+}

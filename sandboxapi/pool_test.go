@@ -525,3 +525,31 @@ func TestPoolReportsStartedBeforeAcquired(t *testing.T) {
 	acq := slices.Index(events, "acquired "+string(sb.ID()))
 	assert.Assert(t, first >= 0 && acq > first, "events %v", events)
 }
+
+// The refill a hand-out causes starts once the hand-out's check returned:
+// a start's own Engine work must not compete with the check the caller
+// waits for (docs/contract.md#pool).
+func TestPoolRefillsAfterTheHandOutCheck(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	b := &fakePoolBackend{}
+	p, err := NewPool(b, poolRequest(t), poolOptions(1))
+	assert.NilError(t, err)
+	defer closePool(t, p)
+	waitFor(t, "1 idle", func() bool { return len(p.Idle()) == 1 })
+	gate := make(chan struct{})
+	b.set(func() { b.checkGate, b.checkEntered = gate, make(chan struct{}, 1) })
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(context.Background())
+		acquired <- err
+	}()
+	<-b.checkEntered
+	time.Sleep(50 * time.Millisecond)
+	b.mu.Lock()
+	reserved := b.n
+	b.mu.Unlock()
+	assert.Check(t, reserved == 1, "a refill reserved a sandbox while the hand-out check ran (%d reservations)", reserved)
+	close(gate)
+	assert.NilError(t, <-acquired)
+	waitFor(t, "refill to 1", func() bool { return len(p.Idle()) == 1 })
+}
