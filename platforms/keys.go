@@ -52,10 +52,11 @@ var keys = []Key{
 	// the same machine (lane C's tuple rows, lane D).
 	{Signer: LaneHost, File: "qualbox-ed25519-2026-12-02.pub",
 		Rows: []string{"lane-a", "lane-b", "lane-c", "ref-29.1.3", "ref-29.1.4", "current-29.7.2", "lane-d", "lane-d-emulated-amd64"}},
-	// The 2026-12-06 campaign (lanes A, B and C, catalogue version 11):
-	// the rows it signed (the tuple rows' and lane D's committed reports
-	// are the 2026-12-02 key's).
-	{Signer: LaneHost, File: "qualbox-ed25519-2026-12-06.pub", Rows: []string{"lane-a", "lane-b", "lane-c"}},
+	// The 2026-12-06 campaign (lanes A, B, C and D, catalogue version
+	// 11): the rows it signed (the tuple rows' committed reports are the
+	// 2026-12-02 key's).
+	{Signer: LaneHost, File: "qualbox-ed25519-2026-12-06.pub",
+		Rows: []string{"lane-a", "lane-b", "lane-c", "lane-d", "lane-d-emulated-amd64", "lane-d-cgroupfs"}},
 	// The repository secret QUALBOX_SIGNING_KEY: the hosted and Desktop
 	// rows, none of which another key lists.
 	{Signer: CI, File: "qualbox-ci-ed25519.pub"},

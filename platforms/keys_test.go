@@ -27,12 +27,12 @@ func TestTrustedRows(t *testing.T) {
 		return TrustedRows(keys, keys[i], rows)
 	}
 	assert.Check(t, is.DeepEqual(of("qualbox-ed25519.pub"), []string{"lane-a", "lane-b"}))
-	assert.Check(t, is.DeepEqual(of("qualbox-ed25519-2026-12-06.pub"), []string{"lane-a", "lane-b", "lane-c", "lane-d-cgroupfs"}))
+	assert.Check(t, is.DeepEqual(of("qualbox-ed25519-2026-12-06.pub"), []string{"lane-a", "lane-b", "lane-c", "lane-d", "lane-d-emulated-amd64", "lane-d-cgroupfs"}))
 	assert.Check(t, is.DeepEqual(of("qualbox-ci-ed25519.pub"), []string{"hosted-ubuntu", "hosted-ubuntu-arm", "desktop-native-arm64", "desktop-rosetta-amd64"}))
 
 	rows = append(rows, Entry{Row: Row{Name: "lane-e", Engine: LaneD("ref-29.1.4", "")}})
 	assert.Check(t, is.DeepEqual(of("qualbox-ed25519-2026-12-02.pub"), []string{"lane-a", "lane-b", "lane-c", "ref-29.1.3", "ref-29.1.4", "current-29.7.2", "lane-d", "lane-d-emulated-amd64"}))
-	assert.Check(t, is.DeepEqual(of("qualbox-ed25519-2026-12-06.pub"), []string{"lane-a", "lane-b", "lane-c", "lane-d-cgroupfs", "lane-e"}))
+	assert.Check(t, is.DeepEqual(of("qualbox-ed25519-2026-12-06.pub"), []string{"lane-a", "lane-b", "lane-c", "lane-d", "lane-d-emulated-amd64", "lane-d-cgroupfs", "lane-e"}))
 }
 
 // Each inconsistency of the keys with the registry is named.

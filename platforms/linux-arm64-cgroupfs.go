@@ -44,5 +44,5 @@ var linuxARM64CgroupfsManifest = Manifest{
 			"linux-arm64 differs from this profile in the cgroup driver only:",
 			"this Engine's cgroupfs driver refuses it.")},
 		{Key: "mustFail", YAML: `["/info CgroupDriver"]`},
-	}}},
+	}}, EmulatedCPUWarmPool},
 }

@@ -17,7 +17,6 @@ var linuxARM64EmulatedAMD64 = Platform{
 		Tuple:        arm64Controller(ref2914Tuple),
 		CIGate:       Informational,
 		ReleaseGate:  Informational,
-		ReleaseRan:   beforeWarmPool(linuxARM64EmulatedAMD64Manifest.File),
 	}},
 }
 

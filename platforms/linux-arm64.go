@@ -17,7 +17,6 @@ var linuxARM64 = Platform{
 			Tuple:        arm64Controller(ref2914Tuple),
 			CIGate:       Informational,
 			ReleaseGate:  Required,
-			ReleaseRan:   beforeWarmPool(linuxARM64Manifest.File),
 		},
 		{
 			Name: "hosted-ubuntu-arm",

@@ -226,3 +226,26 @@ func names(s []Scenario) []string {
 	}
 	return out
 }
+
+// Every manifest whose Engine runs under QEMU's TCG (EmulatedCPUDeadlines)
+// and runs warm-pool gives it EmulatedCPUWarmPool's maxIdle: the
+// catalogue's 5 s is shorter than a pool's fill under TCG.
+func TestEmulatedCPUManifestsOverrideWarmPool(t *testing.T) {
+	n := 0
+	for _, p := range All() {
+		for _, m := range p.Manifests {
+			if m.Deadlines != EmulatedCPUDeadlines {
+				continue
+			}
+			got, err := m.Scenarios()
+			assert.NilError(t, err)
+			i := slices.IndexFunc(got, func(s Scenario) bool { return s.Name == "warm-pool" })
+			if i < 0 {
+				continue
+			}
+			n++
+			assert.Check(t, is.DeepEqual(got[i].Params, EmulatedCPUWarmPool.Params), m.File)
+		}
+	}
+	assert.Check(t, n >= 4, "the TCG manifests running warm-pool: lane C's and lane D's")
+}

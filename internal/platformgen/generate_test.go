@@ -93,10 +93,10 @@ func TestGeneratedPoliciesLoad(t *testing.T) {
 }
 
 // The 2026-12-06 lane host key is trusted, in both policies, for the rows
-// whose committed reports it signed (lanes A, B and C) and, as its
-// signer's newest key, for the row no key has signed yet
-// (lane-d-cgroupfs), not for the rows an older key signed; the CI key, its signer's newest with no list of
-// its own, for every hosted and Desktop row.
+// whose committed reports it signed (lanes A, B, C and D), not for the
+// rows only an older key signed (lane C's tuple rows); the CI key, its
+// signer's newest with no list of its own, for every hosted and Desktop
+// row.
 func TestKeysAreTrustedForTheirRowsOnly(t *testing.T) {
 	for _, p := range policies {
 		lp, err := evidence.LoadPolicy(filepath.Join(repoRoot, p.File), scenario.Default())
@@ -105,7 +105,7 @@ func TestKeysAreTrustedForTheirRowsOnly(t *testing.T) {
 		for _, e := range lp.Trust {
 			rows[filepath.Base(e.KeyFile)] = e.Rows
 		}
-		assert.Check(t, is.DeepEqual(rows["qualbox-ed25519-2026-12-06.pub"], []string{"lane-a", "lane-b", "lane-c", "lane-d-cgroupfs"}), p.File)
+		assert.Check(t, is.DeepEqual(rows["qualbox-ed25519-2026-12-06.pub"], []string{"lane-a", "lane-b", "lane-c", "lane-d", "lane-d-emulated-amd64", "lane-d-cgroupfs"}), p.File)
 		if ci, ok := rows["qualbox-ci-ed25519.pub"]; ok {
 			assert.Check(t, is.DeepEqual(ci, []string{"hosted-ubuntu", "hosted-ubuntu-arm", "desktop-native-arm64", "desktop-rosetta-amd64"}), p.File)
 		}
@@ -134,20 +134,20 @@ func TestANewRowIsNotTrustedToARetiredKey(t *testing.T) {
 	assert.Assert(t, i >= 0)
 	policy := string(files[i].Data)
 	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c, ref-29.1.3, ref-29.1.4, current-29.7.2, lane-d, lane-d-emulated-amd64] # frozen: signer lane-host\n"))
-	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c, ref-29.2.0, lane-d-cgroupfs] # generated: signer lane-host\n"))
+	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c, ref-29.2.0, lane-d, lane-d-emulated-amd64, lane-d-cgroupfs] # generated: signer lane-host\n"))
 	assert.Check(t, is.Contains(policy, "    rows: [hosted-ubuntu, hosted-ubuntu-next, hosted-ubuntu-arm, desktop-native-arm64, desktop-rosetta-amd64] # generated: signer ci\n"))
 
 	// The lane host's next key, to sign lanes A, B and C and lane D, is
 	// trusted for those and the new row; the 2026-12-06 key then keeps
-	// the three it signed.
+	// the six it signed.
 	keys := append(platforms.Keys(), platforms.Key{Signer: platforms.LaneHost, File: "qualbox-ed25519-next.pub", Rows: []string{"lane-a", "lane-b", "lane-c", "lane-d"}})
 	replaceIn(t, fsys, ".github/gate-policy.yaml", "  - key: keys/qualbox-ci-ed25519.pub\n",
 		"  - key: ../reports/keys/qualbox-ed25519-next.pub\n    rows: []\n  - key: keys/qualbox-ci-ed25519.pub\n")
 	files, err = generateWith(fsys, all, keys)
 	assert.NilError(t, err)
 	policy = string(files[i].Data)
-	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c] # frozen: signer lane-host\n"))
-	assert.Check(t, is.Contains(policy, "  - key: ../reports/keys/qualbox-ed25519-next.pub\n    rows: [lane-a, lane-b, lane-c, ref-29.2.0, lane-d, lane-d-cgroupfs] # generated: signer lane-host\n"))
+	assert.Check(t, is.Contains(policy, "    rows: [lane-a, lane-b, lane-c, lane-d, lane-d-emulated-amd64, lane-d-cgroupfs] # frozen: signer lane-host\n"))
+	assert.Check(t, is.Contains(policy, "  - key: ../reports/keys/qualbox-ed25519-next.pub\n    rows: [lane-a, lane-b, lane-c, ref-29.2.0, lane-d] # generated: signer lane-host\n"))
 }
 
 // repoFiles is the part of the repository generate reads and check
@@ -215,9 +215,9 @@ func TestHandEditsAreCaught(t *testing.T) {
 				"    rows: [lane-a, lane-b, lane-c, ref-29.1.4] # frozen: signer lane-host\n    notBefore: 2026-12-01")
 		}, "reports/gate-policy.yaml", "edited by hand", "    rows: [lane-a, lane-b, lane-c, ref-29.1.4] # frozen: signer lane-host"},
 		{"newest trust rows widened, marker dropped", func(t *testing.T, fsys fstest.MapFS) {
-			replaceIn(t, fsys, ".github/gate-policy.yaml", "    rows: [lane-a, lane-b, lane-c, lane-d-cgroupfs] # generated: signer lane-host\n",
-				"    rows: [lane-a, lane-b, lane-c, lane-d, lane-d-cgroupfs]\n")
-		}, ".github/gate-policy.yaml", "edited by hand", "    rows: [lane-a, lane-b, lane-c, lane-d, lane-d-cgroupfs]"},
+			replaceIn(t, fsys, ".github/gate-policy.yaml", "    rows: [lane-a, lane-b, lane-c, lane-d, lane-d-emulated-amd64, lane-d-cgroupfs] # generated: signer lane-host\n",
+				"    rows: [lane-a, lane-b, lane-c, ref-29.1.4, lane-d, lane-d-emulated-amd64, lane-d-cgroupfs]\n")
+		}, ".github/gate-policy.yaml", "edited by hand", "    rows: [lane-a, lane-b, lane-c, ref-29.1.4, lane-d, lane-d-emulated-amd64, lane-d-cgroupfs]"},
 		{"oldest trust rows narrowed", func(t *testing.T, fsys fstest.MapFS) {
 			replaceIn(t, fsys, "reports/gate-policy.yaml", "    rows: [lane-a, lane-b] # frozen: signer lane-host\n", "    rows: [lane-a] # frozen: signer lane-host\n")
 		}, "reports/gate-policy.yaml", "edited by hand", "    rows: [lane-a] # frozen: signer lane-host"},

@@ -140,7 +140,7 @@ func TestANewProfileTakesThreeFiles(t *testing.T) {
 	assert.Check(t, is.Contains(m, "  - name: desktop-admission\n"))
 	ci := read(".github/gate-policy.yaml")
 	assert.Check(t, is.Contains(ci, "  # The example host, self-hosted.\n  - name: example-host\n    profile: linux-x64-example\n    required: false\n    runtime: runc\n    operatingSystem: Example\n    manifests: [../manifests/linux-x64-example.yaml]\n"))
-	assert.Check(t, is.Contains(ci, "    rows: [lane-a, lane-b, lane-c, lane-d-cgroupfs, example-host] # generated: signer lane-host\n"))
+	assert.Check(t, is.Contains(ci, "    rows: [lane-a, lane-b, lane-c, lane-d, lane-d-emulated-amd64, lane-d-cgroupfs, example-host] # generated: signer lane-host\n"))
 	wf := read(".github/workflows/qualify.yml")
 	assert.Check(t, is.Contains(wf, "          - row: example-host\n            profile: linux-x64-example\n            manifest: manifests/linux-x64-example.yaml\n"+
 		"            runner: '[\"self-hosted\", \"linux\", \"x64\", \"qualbox-example\"]'\n            engine: up\n"))

@@ -27,7 +27,8 @@ func TestExamplePolicyLoads(t *testing.T) {
 			{Version: 3, SHA256: "bbbba30b7482b69c1ed97dddf1c710daa67f3cce9ec0b38619b8aa3809aa3e79"},
 			{Version: 4, SHA256: "0907ad7eb87e98d9341e710d419ace7b64b69df9c77c2c545c344f3f339b5171"},
 			{Version: 5, SHA256: "4e3594baa1b8080a9a6efb39b5b2e5e033f971c38e81ffb5700665b0fcb29b5e"},
-			{Version: 11, SHA256: "65daf115a59120c77abedba058da7ecd32445d176ec750299248cfe1585cd50d"}}, CleanRevision: true})
+			{Version: 11, SHA256: "65daf115a59120c77abedba058da7ecd32445d176ec750299248cfe1585cd50d"},
+			{Version: 11, SHA256: "dffc02a0cf5e4552eeb7f463b1e9025e21457deb5f319ed9fecf55d3526dafee"}}, CleanRevision: true})
 	// lane C on the reference's baseline requires everything but
 	// datasets, below 29.1.4; on its dataset composition, everything (of
 	// a report of the current manifest: the gate requires of a report
