@@ -111,10 +111,9 @@ func (p *process) Stop(ctx context.Context) error { return p.s.Stop(ctx) }
 // Start creates and attaches the exec as the workload user with the fixed
 // environment, no TTY and separate stdout/stderr, then owns its streams
 // under policy.streams. It is once-only and bounded by deadlines.startupMs.
-// Before the exec create it repeats daemon admission (unless a pool's
-// CheckReady admitted the daemon less than handoffAdmission ago), and before the exec
-// create and again before the exec start it checks that the owned compute
-// container is still the running one. With policy.execution deadline, the timer starts at this
+// Before the exec create it repeats daemon admission (execPreflight), and
+// before the exec create and again before the exec start it checks that
+// the owned compute container is still the running one. With policy.execution deadline, the timer starts at this
 // call (launch entry) and stays armed until the exit receipt is observed
 // and the streams have ended; its expiry stops the whole sandbox
 // (docs/contract.md#processes-and-streams).
@@ -166,11 +165,7 @@ func (p *process) Start(ctx context.Context) (_ sandboxapi.Process, err error) {
 		return nil, &sandboxapi.StateError{Message: "sandbox compute is not identified"}
 	}
 	containerID := compute.Identity.ID
-	check := func(ctx context.Context) error { return s.preflight(ctx, eng, s.checkComputeActive) }
-	if s.takeAdmission(eng) {
-		check = func(ctx context.Context) error { return s.checkComputeActive(ctx, eng) }
-	}
-	if err := check(ctx); err != nil {
+	if err := s.execPreflight(ctx, eng); err != nil {
 		return nil, err
 	}
 	created, err := eng.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{

@@ -951,7 +951,18 @@ const handoffAdmission = time.Second
 func (s *sandbox) takeAdmission(eng *engine) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ok := s.admittedBy == eng && !s.admittedAt.IsZero() && time.Since(s.admittedAt) < handoffAdmission
+	ok := s.admittedBy == eng && time.Since(s.admittedAt) < handoffAdmission
 	s.admittedAt, s.admittedBy = time.Time{}, nil
 	return ok
+}
+
+// execPreflight is process Start's check before the exec create: daemon
+// admission and the compute inspection (preflight), or only the
+// inspection when a CheckReady admitted eng less than handoffAdmission
+// ago (takeAdmission).
+func (s *sandbox) execPreflight(ctx context.Context, eng *engine) error {
+	if s.takeAdmission(eng) {
+		return s.checkComputeActive(ctx, eng)
+	}
+	return s.preflight(ctx, eng, s.checkComputeActive)
 }
