@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -382,17 +381,11 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 }
 
 func rssBytes() int64 {
-	data, err := os.ReadFile("/proc/self/status")
+	kib, err := procField("/proc/self/status", "VmRSS")
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return kib << 10
 }
 
 // BenchmarkSlowReaderMemory streams 1 GiB (see throughputBytes) of output to a slow reader and

@@ -1,7 +1,6 @@
 package driver_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -225,17 +223,9 @@ func (c *countingSink) Discard() error { return nil }
 
 func procStatusKiB(b *testing.B, field string) int64 {
 	b.Helper()
-	data, err := os.ReadFile("/proc/self/status")
+	v, err := procField("/proc/self/status", field)
 	assert.NilError(b, err)
-	for line := range bytes.Lines(data) {
-		if rest, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
-			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(rest)), " kB"), 10, 64)
-			assert.NilError(b, err)
-			return v
-		}
-	}
-	b.Fatalf("no %s in /proc/self/status", field)
-	return 0
+	return v
 }
 
 // exportPeak imports n small files, stops compute, resets the peak RSS and
